@@ -1,0 +1,25 @@
+//! Rust types for every Kubernetes object that OLM owns or reads, wire-compatible
+//! with upstream OLM (`operators.coreos.com`, `packages.operators.coreos.com`,
+//! `config.openshift.io` OperatorHub), plus the CRD YAML generated from them and
+//! the well-known labels, annotations and condition helpers every service shares.
+//!
+//! This crate depends on nothing of ours and performs no I/O against a cluster:
+//! it is data and pure functions only.
+
+mod field_schema;
+mod open_value;
+mod optional_spec;
+
+pub mod catalog_source;
+pub mod conditions;
+pub mod crd;
+pub mod csv;
+pub mod install_plan;
+pub mod labels;
+pub mod olm_config;
+pub mod operator;
+pub mod operator_condition;
+pub mod operator_group;
+pub mod operator_hub;
+pub mod package_manifest;
+pub mod subscription;

@@ -1,0 +1,37 @@
+//! Helpers shared by the integration tests of olm-api.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::PathBuf;
+
+/// The shared test data directory (`OLM_TESTDATA`, else `../shared/testdata`
+/// next to the repository). `None` (after saying so) when it is missing and
+/// the tests run outside CI; a missing directory fails the test in CI.
+pub fn testdata() -> Option<PathBuf> {
+    let dir = std::env::var_os("OLM_TESTDATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata")
+        });
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "test data not found at {} (set OLM_TESTDATA); it is required in CI",
+            dir.display()
+        );
+    }
+    println!(
+        "skipping: test data not found at {} (set OLM_TESTDATA)",
+        dir.display()
+    );
+    None
+}
+
+/// Reads a YAML file into JSON.
+pub fn read_yaml(path: &std::path::Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
