@@ -1,0 +1,119 @@
+//! Where the test control plane's binaries live, and which versions they are.
+//!
+//! `cargo xtask envtest` installs them into [`bin_dir`]. A developer who already
+//! has envtest binaries can point `KUBEBUILDER_ASSETS` at them (it is searched for
+//! `kube-apiserver`, `etcd` and `kubectl`, as controller-runtime's envtest does),
+//! and `OLM_ENVTEST_BIN` overrides the whole folder.
+
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+
+/// The Kubernetes release whose kube-apiserver, kube-controller-manager,
+/// kube-scheduler and kubectl the tests run against.
+pub const KUBERNETES_VERSION: &str = "1.34.4";
+/// The kwok release that simulates nodes and pods.
+pub const KWOK_VERSION: &str = "0.7.0";
+/// The etcd release. It must support watch progress requests (3.5.13 or
+/// newer): Kubernetes 1.34 clients stream lists through them, and Debian
+/// bookworm's etcd 3.4.23 does not.
+pub const ETCD_VERSION: &str = "3.5.21";
+
+/// The cache root: `OLM_CACHE_DIR`, else `$XDG_CACHE_HOME/olm-rs`, else
+/// `$HOME/.cache/olm-rs`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("OLM_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("olm-rs");
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    home.join(".cache").join("olm-rs")
+}
+
+/// The folder holding this version's binaries: `OLM_ENVTEST_BIN`, else
+/// `<cache>/envtest/k8s-v<KUBERNETES_VERSION>/bin`.
+pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("OLM_ENVTEST_BIN") {
+        return PathBuf::from(dir);
+    }
+    cache_dir()
+        .join("envtest")
+        .join(format!("k8s-v{KUBERNETES_VERSION}"))
+        .join("bin")
+}
+
+/// Finds `name`: first in [`bin_dir`], then in `KUBEBUILDER_ASSETS`, then on
+/// `PATH` and in `/usr/sbin` (where Debian puts `nats-server`).
+pub fn find(name: &str) -> Result<PathBuf, Error> {
+    let mut candidates = vec![bin_dir()];
+    if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS") {
+        candidates.push(PathBuf::from(dir));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path));
+    }
+    candidates.push(PathBuf::from("/usr/sbin"));
+    for dir in &candidates {
+        let path = dir.join(name);
+        if is_executable(&path) {
+            return Ok(path);
+        }
+    }
+    Err(Error::MissingBinary {
+        name: name.to_owned(),
+        looked_in: candidates
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":"),
+    })
+}
+
+/// Finds `name` in [`bin_dir`] only: for binaries whose version must be the
+/// pinned one (a `kube-apiserver` on `PATH` could be any release).
+pub fn find_pinned(name: &str) -> Result<PathBuf, Error> {
+    let mut candidates = vec![bin_dir()];
+    if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS") {
+        candidates.push(PathBuf::from(dir));
+    }
+    for dir in &candidates {
+        let path = dir.join(name);
+        if is_executable(&path) {
+            return Ok(path);
+        }
+    }
+    Err(Error::MissingBinary {
+        name: name.to_owned(),
+        looked_in: candidates
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":"),
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_binary_names_the_install_command() {
+        let err = find_pinned("no-such-binary-olm-testkit").unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("no-such-binary-olm-testkit"), "{message}");
+        assert!(message.contains("cargo xtask envtest"), "{message}");
+    }
+
+    #[test]
+    fn finds_a_binary_on_path() {
+        assert!(find("sh").is_ok());
+    }
+}

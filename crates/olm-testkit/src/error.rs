@@ -1,0 +1,76 @@
+//! The test kit's error type.
+
+use std::path::PathBuf;
+
+/// Why a component of the test control plane could not be started or used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A binary the test kit needs is not installed.
+    #[error(
+        "{name} not found (looked in {looked_in}); run `cargo xtask envtest` to install the test control plane"
+    )]
+    MissingBinary {
+        /// The command that is missing.
+        name: String,
+        /// Where it was looked for.
+        looked_in: String,
+    },
+    /// A process could not be spawned.
+    #[error("cannot start {name}")]
+    Spawn {
+        /// The component being started.
+        name: String,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A component did not become ready before its deadline.
+    #[error("{name} not ready after {waited_secs} s; last error: {last_error}; log: {log}")]
+    NotReady {
+        /// The component.
+        name: String,
+        /// How long the kit waited.
+        waited_secs: u64,
+        /// What the last readiness probe said.
+        last_error: String,
+        /// The component's log file.
+        log: PathBuf,
+    },
+    /// A component exited while the kit waited for it.
+    #[error("{name} exited during start-up ({status}); log tail:\n{log_tail}")]
+    Exited {
+        /// The component.
+        name: String,
+        /// Its exit status.
+        status: String,
+        /// The last lines it wrote.
+        log_tail: String,
+    },
+    /// Generating certificates failed.
+    #[error("cannot generate test certificates")]
+    Pki(#[from] rcgen::Error),
+    /// A file of the test environment could not be written or read.
+    #[error("cannot use {path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The Kubernetes client could not be built or a request failed.
+    #[error("kubernetes client")]
+    Kube(#[from] kube::Error),
+    /// The kubeconfig written by the kit could not be loaded.
+    #[error("kubeconfig")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Starts the real components OLM is tested against, on loopback, for one test
+//! binary: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+//! kwok (fake nodes that run pods), a NATS server with JetStream, and an OCI
+//! distribution registry.
+//!
+//! Binaries come from the cache that `cargo xtask envtest` fills (see
+//! [`assets`]); nothing here downloads or builds anything. Every server runs
+//! under a small guardian process that stops it when the test process exits,
+//! however it exits, so a panicking or aborted test leaves nothing behind.
+//!
+//! This crate is for tests and development only. It must not depend on any
+//! other crate of ours, so that every crate can use it.
+
+pub mod assets;
+mod control_plane;
+mod error;
+pub mod nats;
+mod pki;
+mod process;
+pub mod registry;
+
+pub use control_plane::{
+    ControlPlane, ControlPlaneTimings, KWOK_NODE_NAME, TestNamespace, control_plane,
+};
+pub use error::Error;
