@@ -1,0 +1,21 @@
+//! Shared controller plumbing for every OLM service: command-line groups, the
+//! Kubernetes client, telemetry (tracing + OpenTelemetry), Prometheus metrics,
+//! the admin server (`/metrics`, `/healthz`, `/readyz`), leader election on a
+//! `Lease`, server-side-apply helpers, Kubernetes Events and graceful shutdown.
+//!
+//! This is a library crate: it may depend on `olm-api` but must never depend on
+//! a service crate (olm-operator, catalog-operator, packageserver, ...). Each
+//! service flattens the argument groups from [`config`] into its single clap
+//! struct and wires the rest together in `main`.
+
+pub mod admin;
+pub mod apply;
+pub mod config;
+pub mod error;
+pub mod events;
+pub mod leader;
+pub mod metrics;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use error::{Error, Result};
