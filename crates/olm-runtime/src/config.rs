@@ -37,13 +37,20 @@ use crate::error::{Error, Result};
 /// otherwise; upstream OLM serves the same endpoints on `:8080`.
 pub const DEFAULT_ADMIN_BIND_ADDRESS: &str = "0.0.0.0:8080";
 
-/// How long a lease is valid after its last renewal (client-go's default).
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+/// How long a lease is valid after its last renewal. Shorter than client-go's
+/// 15 s so that a standby replaces a crashed leader within
+/// [`MAX_CRASH_HAND_OVER`]: expiry is counted from the last renewal the standby
+/// saw, which can be one retry period before the crash.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(12);
 
-/// How long a leader keeps trying to renew before it steps down (client-go's
-/// default). Must be shorter than [`DEFAULT_LEASE_DURATION`] so that a leader
-/// that cannot renew has stopped before anyone else may take over.
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// The longest a standby may take to lead after the leader crashed without
+/// releasing its lease (a graceful release hands over at once).
+pub const MAX_CRASH_HAND_OVER: Duration = Duration::from_secs(15);
+
+/// How long a leader keeps trying to renew before it steps down. Must be
+/// shorter than [`DEFAULT_LEASE_DURATION`] so that a leader that cannot renew
+/// has stopped before anyone else may take over.
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(8);
 
 /// How often a leader renews and a candidate retries (client-go's default).
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
@@ -226,7 +233,7 @@ pub struct LeaderElectionArgs {
     #[arg(
         long = "leader-elect-lease-duration",
         env = "OLM_LEADER_ELECT_LEASE_DURATION",
-        default_value = "15s",
+        default_value = "12s",
         value_parser = parse_duration,
         value_name = "DURATION"
     )]
@@ -236,7 +243,7 @@ pub struct LeaderElectionArgs {
     #[arg(
         long = "leader-elect-renew-deadline",
         env = "OLM_LEADER_ELECT_RENEW_DEADLINE",
-        default_value = "10s",
+        default_value = "8s",
         value_parser = parse_duration,
         value_name = "DURATION"
     )]

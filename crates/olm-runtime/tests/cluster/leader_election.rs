@@ -11,7 +11,7 @@ use kube::{
     runtime::{WatchStreamExt as _, watcher},
 };
 use olm_runtime::{
-    config::{DEFAULT_LEASE_DURATION, DEFAULT_RETRY_PERIOD},
+    config::{DEFAULT_LEASE_DURATION, DEFAULT_RETRY_PERIOD, MAX_CRASH_HAND_OVER},
     leader::{LeaderElectionConfig, LeaderHandle, Role},
 };
 use tokio::sync::watch;
@@ -142,6 +142,10 @@ async fn standby_takes_over_after_expiry_when_the_leader_dies() {
     assert!(
         hand_over <= DEFAULT_LEASE_DURATION + DEFAULT_RETRY_PERIOD,
         "hand-over on expiry took {hand_over:?}"
+    );
+    assert!(
+        hand_over < MAX_CRASH_HAND_OVER,
+        "hand-over on expiry took {hand_over:?}, over the {MAX_CRASH_HAND_OVER:?} promise"
     );
     assert_eq!(
         holder(&leases).await,
