@@ -1,0 +1,89 @@
+//! Helpers for OLM's end-to-end tests, which run against the real control
+//! plane that `olm-testkit` starts: locating the shared corpus, reading
+//! manifests, and waiting on conditions with deadlines.
+//!
+//! Only tests depend on this crate.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+/// The shared test data directory (`OLM_TESTDATA`, else `shared/testdata`
+/// beside the repository). `None`, after saying so, when it is missing outside
+/// CI; in CI (`CI` set) a missing corpus fails the test loudly.
+pub fn testdata() -> Option<PathBuf> {
+    let dir = std::env::var_os("OLM_TESTDATA").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata"),
+        PathBuf::from,
+    );
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "test data not found at {} (set OLM_TESTDATA); it is required in CI",
+        dir.display()
+    );
+    println!(
+        "skipping: test data not found at {} (set OLM_TESTDATA)",
+        dir.display()
+    );
+    None
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_owned)
+}
+
+/// Every file below `dir` whose name ends with `suffix`, sorted.
+pub fn files_ending_with(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path
+                .file_name()
+                .is_some_and(|name| name.to_string_lossy().ends_with(suffix))
+            {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Reads one YAML document into JSON, or says why it cannot.
+pub fn read_yaml(path: &Path) -> Result<serde_json::Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|err| format!("{}: {err}", path.display()))?;
+    serde_yaml_ng::from_str(&text).map_err(|err| format!("{}: {err}", path.display()))
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` and the last
+/// observation after `deadline`.
+pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let started = Instant::now();
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(last) if started.elapsed() >= deadline => {
+                panic!("{what}: not true after {deadline:?}; last seen: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! `cargo xtask envtest`: installs the real components the tests run against,
+//! pinned by version, into the cache folder that `olm-testkit` reads.
+//!
+//! - kube-apiserver, kube-controller-manager, kube-scheduler and kubectl are
+//!   built from the Go module `k8s.io/kubernetes` at the release pinned in
+//!   `xtask/envtest/go.mod` (which carries the `replace` directives its
+//!   staging modules need);
+//! - kwok is built from `sigs.k8s.io/kwok` at [`olm_testkit::assets::KWOK_VERSION`];
+//! - etcd is built from `go.etcd.io/etcd/server/v3` at the release pinned in
+//!   `xtask/envtest/etcd/go.mod` (Debian's 3.4 is too old for Kubernetes 1.34);
+//! - nats-server and the OCI registry come from Debian's packages
+//!   (`nats-server`, `docker-registry`).
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Instant,
+};
+
+use anyhow::{Context, Result, bail};
+use olm_testkit::assets;
+
+use crate::workspace_root;
+
+/// Options of `cargo xtask envtest`.
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct EnvtestArgs {
+    /// Rebuild even when the cache is complete.
+    #[arg(long)]
+    force: bool,
+}
+
+/// The Kubernetes commands built from `k8s.io/kubernetes`.
+const KUBERNETES_COMMANDS: &[&str] = &[
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+];
+
+/// Debian packages and the command each one provides.
+const DEBIAN_PACKAGES: &[(&str, &str)] = &[
+    ("nats-server", "nats-server"),
+    ("docker-registry", "docker-registry"),
+];
+
+pub(crate) fn install(args: &EnvtestArgs) -> Result<()> {
+    let started = Instant::now();
+    install_debian_packages()?;
+    let bin = assets::bin_dir();
+    let stamp = bin.join(format!(
+        ".installed-k8s-{}-etcd-{}-kwok-{}",
+        assets::KUBERNETES_VERSION,
+        assets::ETCD_VERSION,
+        assets::KWOK_VERSION
+    ));
+    let complete = stamp.exists()
+        && KUBERNETES_COMMANDS
+            .iter()
+            .chain(["kwok", "etcd"].iter())
+            .all(|name| bin.join(name).exists());
+    if complete && !args.force {
+        println!("envtest: up to date in {}", bin.display());
+        return Ok(());
+    }
+    std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
+    check_go()?;
+    build_kubernetes(&bin)?;
+    build_etcd(&bin)?;
+    build_kwok(&bin)?;
+    std::fs::write(&stamp, "").with_context(|| format!("writing {}", stamp.display()))?;
+    println!(
+        "envtest: installed Kubernetes {}, etcd {} and kwok {} into {} in {:.0} s",
+        assets::KUBERNETES_VERSION,
+        assets::ETCD_VERSION,
+        assets::KWOK_VERSION,
+        bin.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn install_debian_packages() -> Result<()> {
+    let missing: Vec<&str> = DEBIAN_PACKAGES
+        .iter()
+        .filter(|(_, command)| assets::find(command).is_err())
+        .map(|(package, _)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if assets::find("apt-get").is_err() || !is_root() {
+        bail!(
+            "missing commands from Debian packages {missing:?}; install them (apt-get install {})",
+            missing.join(" ")
+        );
+    }
+    println!("envtest: installing Debian packages {missing:?}");
+    run(Command::new("apt-get").arg("update").arg("-q"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    Ok(())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+fn check_go() -> Result<()> {
+    let output = Command::new("go").arg("version").output().context(
+        "the Go toolchain is needed to build kube-apiserver and kwok (https://go.dev/dl)",
+    )?;
+    println!(
+        "envtest: {}",
+        String::from_utf8_lossy(&output.stdout).trim()
+    );
+    Ok(())
+}
+
+fn go_command(dir: &Path) -> Command {
+    let mut command = Command::new("go");
+    command
+        .current_dir(dir)
+        // Never fetch another toolchain: the pinned modules build with any Go
+        // at least as new as their go.mod asks for.
+        .env("GOTOOLCHAIN", "local")
+        .env("CGO_ENABLED", "0")
+        .env("GOFLAGS", "-mod=mod -buildvcs=false");
+    command
+}
+
+fn build_kubernetes(bin: &Path) -> Result<()> {
+    let module = workspace_root().join("xtask/envtest");
+    let started = Instant::now();
+    println!(
+        "envtest: building {} from k8s.io/kubernetes v{} (first time: several minutes)",
+        KUBERNETES_COMMANDS.join(", "),
+        assets::KUBERNETES_VERSION
+    );
+    let packages: Vec<String> = KUBERNETES_COMMANDS
+        .iter()
+        .map(|name| format!("k8s.io/kubernetes/cmd/{name}"))
+        .collect();
+    let mut out_dir = PathBuf::from(bin);
+    out_dir.push("");
+    run(go_command(&module)
+        .args(["build", "-trimpath"])
+        .arg(format!("-ldflags=-s -w {}", version_ldflags()))
+        .arg("-o")
+        .arg(&out_dir)
+        .args(&packages))?;
+    println!(
+        "envtest: Kubernetes built in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Stamps the release into the binaries, as Kubernetes' own build does, so
+/// that `/version` and `kubectl version` report it (a module build otherwise
+/// says `v0.0.0-master`).
+fn version_ldflags() -> String {
+    let version = assets::KUBERNETES_VERSION;
+    let mut parts = version.split('.');
+    let major = parts.next().unwrap_or("1");
+    let minor = parts.next().unwrap_or("0");
+    [
+        "k8s.io/component-base/version",
+        "k8s.io/client-go/pkg/version",
+    ]
+    .iter()
+    .map(|package| {
+        format!(
+            "-X {package}.gitVersion=v{version} -X {package}.gitMajor={major} \
+                 -X {package}.gitMinor={minor} -X {package}.gitTreeState=clean"
+        )
+    })
+    .collect::<Vec<_>>()
+    .join(" ")
+}
+
+fn build_etcd(bin: &Path) -> Result<()> {
+    let started = Instant::now();
+    run(go_command(&workspace_root().join("xtask/envtest/etcd"))
+        .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
+        .arg(bin.join("etcd"))
+        .arg("go.etcd.io/etcd/server/v3"))?;
+    println!(
+        "envtest: etcd built in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn build_kwok(bin: &Path) -> Result<()> {
+    let started = Instant::now();
+    let scratch = tempfile_dir()?;
+    run(go_command(&scratch)
+        .env("GOBIN", bin)
+        .args(["install", "-trimpath", "-ldflags=-s -w"])
+        .arg(format!(
+            "sigs.k8s.io/kwok/cmd/kwok@v{}",
+            assets::KWOK_VERSION
+        )))?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    println!(
+        "envtest: kwok built in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `go install pkg@version` must run outside any module.
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("olm-xtask-go-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn run(command: &mut Command) -> Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("running {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed ({status})");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Go module and the test kit must name the same Kubernetes release,
+    /// or the kit would look for binaries in a folder nobody fills.
+    #[test]
+    fn go_module_pins_the_release_the_test_kit_expects() {
+        let go_mod = std::fs::read_to_string(workspace_root().join("xtask/envtest/go.mod"))
+            .expect("xtask/envtest/go.mod");
+        let wanted = format!("k8s.io/kubernetes v{}", assets::KUBERNETES_VERSION);
+        assert!(go_mod.contains(&wanted), "go.mod does not require {wanted}");
+        let etcd_mod = std::fs::read_to_string(workspace_root().join("xtask/envtest/etcd/go.mod"))
+            .expect("xtask/envtest/etcd/go.mod");
+        let wanted_etcd = format!("go.etcd.io/etcd/server/v3 v{}", assets::ETCD_VERSION);
+        assert!(
+            etcd_mod.contains(&wanted_etcd),
+            "etcd go.mod does not require {wanted_etcd}"
+        );
+        let staging = assets::KUBERNETES_VERSION.replacen('1', "0", 1);
+        for line in go_mod.lines().filter(|line| line.contains(" => ")) {
+            assert!(
+                line.trim_end().ends_with(&format!("v{staging}")),
+                "staging replace not at v{staging}: {line}"
+            );
+        }
+    }
+}

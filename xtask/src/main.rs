@@ -1,0 +1,146 @@
+//! Developer tasks for the OLM workspace, run as `cargo xtask <task>`:
+//! generating CRDs, installing the real control plane the tests run against,
+//! starting a development cluster, and running every test.
+//!
+//! xtask is a tool, not part of the product: services never depend on it.
+
+mod envtest;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+/// Developer tasks for the OLM workspace.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", version)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Write the CRD YAML generated from olm-api into deploy/crds and charts/olm/crds.
+    Crds,
+    /// Regenerate committed generated code (protobuf bindings of the bus events).
+    Codegen,
+    /// Install the pinned control-plane binaries (kube-apiserver, etcd, kwok, NATS, registry) into the cache.
+    Envtest(envtest::EnvtestArgs),
+    /// Start a development control plane with OLM's CRDs applied, and keep it running until Ctrl-C.
+    Dev {
+        /// Where the control plane keeps its state and kubeconfig.
+        #[arg(long, env = "OLM_DEV_DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Install what is missing, then run every test in the workspace.
+    Test {
+        /// Extra arguments passed to `cargo test`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        cargo_args: Vec<String>,
+    },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.task {
+        Task::Crds => crds(),
+        Task::Codegen => codegen(),
+        Task::Envtest(args) => envtest::install(&args),
+        Task::Dev { dir } => dev(dir),
+        Task::Test { cargo_args } => test(&cargo_args),
+    }
+}
+
+/// The workspace root (xtask lives one level below it).
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_owned)
+}
+
+fn crds() -> Result<()> {
+    let root = workspace_root();
+    for dir in [root.join("deploy/crds"), root.join("charts/olm/crds")] {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let written = olm_api::crd::write_all(&dir)
+            .with_context(|| format!("writing CRDs into {}", dir.display()))?;
+        println!("wrote {} CRDs into {}", written.len(), dir.display());
+    }
+    Ok(())
+}
+
+fn codegen() -> Result<()> {
+    // The freshness test owns the generator: blessing it rewrites the files,
+    // so the generator and its check can never disagree.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["test", "--quiet", "-p", "olm-bus", "--test", "codegen_fresh"])
+        .env("OLM_BLESS", "1")
+        .status()
+        .context("running cargo test")?;
+    if !status.success() {
+        bail!("regenerating protobuf code failed ({status})");
+    }
+    println!("regenerated crates/olm-bus/src/gen");
+    Ok(())
+}
+
+fn dev(dir: Option<PathBuf>) -> Result<()> {
+    envtest::install(&envtest::EnvtestArgs::default())?;
+    let dir = dir.unwrap_or_else(|| workspace_root().join(".cache/dev"));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let plane = olm_testkit::ControlPlane::start_in(&dir).context("starting the control plane")?;
+    let status = plane
+        .kubectl()
+        .arg("apply")
+        .arg("--server-side")
+        .arg("-f")
+        .arg(workspace_root().join("deploy/crds"))
+        .status()
+        .context("running kubectl")?;
+    if !status.success() {
+        bail!("kubectl apply of deploy/crds failed ({status})");
+    }
+    let timings = plane.timings();
+    println!();
+    println!(
+        "Control plane ready in {:.1} s (API server {:.1} s).",
+        timings.total.as_secs_f64(),
+        timings.apiserver.as_secs_f64()
+    );
+    println!("  export KUBECONFIG={}", plane.kubeconfig_path().display());
+    println!("  kubectl get crd -l olm.managed!=x | grep operators.coreos.com");
+    println!("  kubectl get csv,sub,ip,og,catsrc -A");
+    println!("Component logs: {}", plane.dir().join("logs").display());
+    println!("Press Ctrl-C to stop.");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(tokio::signal::ctrl_c())?;
+    println!("stopping");
+    drop(plane);
+    Ok(())
+}
+
+fn test(cargo_args: &[String]) -> Result<()> {
+    envtest::install(&envtest::EnvtestArgs::default())?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["test", "--workspace", "--no-fail-fast"])
+        .args(cargo_args)
+        .status()
+        .context("running cargo test")?;
+    if !status.success() {
+        bail!("tests failed ({status})");
+    }
+    Ok(())
+}
