@@ -117,7 +117,11 @@ fn dev(dir: Option<PathBuf>) -> Result<()> {
         timings.apiserver.as_secs_f64()
     );
     println!("  export KUBECONFIG={}", plane.kubeconfig_path().display());
-    println!("  kubectl get crd -l olm.managed!=x | grep operators.coreos.com");
+    println!(
+        "  export PATH={}:$PATH   # the pinned kubectl",
+        olm_testkit::assets::bin_dir().display()
+    );
+    println!("  kubectl get crd | grep -e operators.coreos.com -e operatorhubs");
     println!("  kubectl get csv,sub,ip,og,catsrc -A");
     println!("Component logs: {}", plane.dir().join("logs").display());
     println!("Press Ctrl-C to stop.");
