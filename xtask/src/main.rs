@@ -79,7 +79,14 @@ fn codegen() -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(cargo)
         .current_dir(workspace_root())
-        .args(["test", "--quiet", "-p", "olm-bus", "--test", "codegen_fresh"])
+        .args([
+            "test",
+            "--quiet",
+            "-p",
+            "olm-bus",
+            "--test",
+            "codegen_fresh",
+        ])
         .env("OLM_BLESS", "1")
         .status()
         .context("running cargo test")?;
