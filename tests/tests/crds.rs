@@ -7,6 +7,10 @@
 //! through both, and what the API server hands back must be identical. Any
 //! field our schema prunes or rejects that upstream's keeps is a failure.
 
+
+// Helpers of a test binary: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::{collections::BTreeMap, path::Path, process::Output, time::Duration};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
