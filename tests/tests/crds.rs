@@ -7,7 +7,6 @@
 //! through both, and what the API server hands back must be identical. Any
 //! field our schema prunes or rejects that upstream's keeps is a failure.
 
-
 // Helpers of a test binary: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
