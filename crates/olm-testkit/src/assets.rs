@@ -47,51 +47,41 @@ pub fn bin_dir() -> PathBuf {
 /// Finds `name`: first in [`bin_dir`], then in `KUBEBUILDER_ASSETS`, then on
 /// `PATH` and in `/usr/sbin` (where Debian puts `nats-server`).
 pub fn find(name: &str) -> Result<PathBuf, Error> {
-    let mut candidates = vec![bin_dir()];
-    if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS") {
-        candidates.push(PathBuf::from(dir));
-    }
+    let mut candidates = pinned_dirs();
     if let Some(path) = std::env::var_os("PATH") {
         candidates.extend(std::env::split_paths(&path));
     }
     candidates.push(PathBuf::from("/usr/sbin"));
-    for dir in &candidates {
-        let path = dir.join(name);
-        if is_executable(&path) {
-            return Ok(path);
-        }
-    }
-    Err(Error::MissingBinary {
-        name: name.to_owned(),
-        looked_in: candidates
-            .iter()
-            .map(|dir| dir.display().to_string())
-            .collect::<Vec<_>>()
-            .join(":"),
-    })
+    search(name, &candidates)
 }
 
-/// Finds `name` in [`bin_dir`] only: for binaries whose version must be the
-/// pinned one (a `kube-apiserver` on `PATH` could be any release).
+/// Finds `name` in [`bin_dir`] or `KUBEBUILDER_ASSETS` only: for binaries
+/// whose version must be the pinned one (a `kube-apiserver` on `PATH` could be
+/// any release).
 pub fn find_pinned(name: &str) -> Result<PathBuf, Error> {
-    let mut candidates = vec![bin_dir()];
+    search(name, &pinned_dirs())
+}
+
+fn pinned_dirs() -> Vec<PathBuf> {
+    let mut dirs = vec![bin_dir()];
     if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS") {
-        candidates.push(PathBuf::from(dir));
+        dirs.push(PathBuf::from(dir));
     }
-    for dir in &candidates {
-        let path = dir.join(name);
-        if is_executable(&path) {
-            return Ok(path);
-        }
-    }
-    Err(Error::MissingBinary {
-        name: name.to_owned(),
-        looked_in: candidates
-            .iter()
-            .map(|dir| dir.display().to_string())
-            .collect::<Vec<_>>()
-            .join(":"),
-    })
+    dirs
+}
+
+fn search(name: &str, dirs: &[PathBuf]) -> Result<PathBuf, Error> {
+    dirs.iter()
+        .map(|dir| dir.join(name))
+        .find(|path| is_executable(path))
+        .ok_or_else(|| Error::MissingBinary {
+            name: name.to_owned(),
+            looked_in: dirs
+                .iter()
+                .map(|dir| dir.display().to_string())
+                .collect::<Vec<_>>()
+                .join(":"),
+        })
 }
 
 fn is_executable(path: &Path) -> bool {
