@@ -1,0 +1,37 @@
+//! OLM's rules for the objects olm-operator owns, as pure functions: observed
+//! objects and an injected `now` in, desired status, objects and actions out.
+//!
+//! Nothing under `decide` may depend on `kube`, read a clock, or do I/O; the
+//! service wiring reads the caches, calls these functions, and applies what they
+//! return. Upstream behaviour is followed literally (phase, reason and message
+//! strings are byte-for-byte those of operator-lifecycle-manager v0.46); where
+//! this code deliberately differs, the item's documentation says so and why.
+//!
+//! - [`csv_phase`]: the CSV state machine (`transitionCSVState`).
+//! - [`csv_status`]: `SetPhase` bookkeeping (history, timestamps, events).
+//! - [`requirements`]: `status.requirementStatus` from observed facts.
+//! - [`operator_group`]: target namespaces, membership annotations, install
+//!   modes, provided-API intersection between groups.
+//! - [`api_surface`]: the APIs a CSV provides and requires, their labels and
+//!   the `olm.providedAPIs` format.
+//! - [`replacement`]: who replaces whom among the CSVs of a namespace.
+//! - [`copied_csv`]: copies of a CSV in its target namespaces.
+//! - [`deployment`]: the install Deployments, Subscription `config` overrides
+//!   and the install check.
+//! - [`rbac`]: Roles, ClusterRoles and bindings from CSV permissions.
+//! - [`operator_condition`]: upgrade gating through OperatorConditions.
+//! - [`hash`]: the content hashes used in labels and annotations.
+
+pub mod api_surface;
+pub mod copied_csv;
+pub mod csv_phase;
+pub mod csv_status;
+pub mod deployment;
+mod go_json;
+pub mod hash;
+mod label_selector;
+pub mod operator_condition;
+pub mod operator_group;
+pub mod rbac;
+pub mod replacement;
+pub mod requirements;

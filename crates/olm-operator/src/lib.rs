@@ -1,0 +1,19 @@
+//! The olm-operator service: the ClusterServiceVersion lifecycle, OperatorGroup
+//! membership, copied CSVs, install Deployments and RBAC, and OperatorCondition
+//! upgrade gating, as upstream OLM's `olm` binary does them.
+//!
+//! The crate is built the way ARCHITECTURE rule 2 ("decide, then act") asks:
+//!
+//! - [`decide`] holds OLM's rules as pure functions: observed objects and an
+//!   injected `now` in, the desired status, objects and actions out. It must
+//!   never depend on `kube`, never touch a client, a clock, the network or the
+//!   file system, and never be `async`; everything it needs is passed in as
+//!   plain data. That is what lets the rules be tested exhaustively with YAML
+//!   fixtures and no cluster.
+//! - The service wiring (watches, server-side apply, status writes, events)
+//!   reads the caches, calls `decide`, and carries out what it returns.
+
+pub mod decide;
+mod error;
+
+pub use error::Error;

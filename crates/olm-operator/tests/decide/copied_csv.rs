@@ -1,0 +1,316 @@
+//! Copied CSVs: shape, hashes, placement, garbage, OLMConfig condition.
+
+use std::collections::BTreeSet;
+
+use olm_api::{
+    csv::{CsvPhase, CsvReason},
+    labels,
+};
+use olm_operator::decide::{
+    copied_csv::{
+        CopyAction, CopyHashes, DanglingReason, copied_message, copies_as_expected, copies_enabled,
+        copy_action, copy_for_namespace, copy_targets, dangling_copy,
+        disabled_copied_csvs_condition, is_copied, is_uncopiable,
+    },
+    csv_status::EventType,
+};
+
+use super::fixtures::{CsvFixture, GroupFixture, gadget_group, minute, widget_operator};
+
+fn parent() -> olm_api::csv::ClusterServiceVersion {
+    let group = gadget_group().targeting(&["gadget-system", "cog-works"]);
+    widget_operator().member_of(&group).in_phase(
+        CsvPhase::SUCCEEDED,
+        CsvReason::INSTALL_SUCCEEDED,
+        minute(0),
+    )
+}
+
+#[test]
+fn a_copy_says_where_the_operator_runs() {
+    let parent = parent();
+    let copy = copy_for_namespace(&parent, "cog-works").expect("copyable");
+    assert_eq!(
+        copy.metadata.name.as_deref(),
+        Some("widget-operator.v1.2.0")
+    );
+    assert_eq!(copy.metadata.namespace.as_deref(), Some("cog-works"));
+    assert!(copy.metadata.uid.is_none() && copy.metadata.finalizers.is_none());
+
+    let annotations = copy.metadata.annotations.as_ref().expect("annotations");
+    assert!(!annotations.contains_key(labels::TARGET_NAMESPACES));
+    assert!(!annotations.contains_key(labels::KUBECTL_LAST_APPLIED));
+    assert_eq!(annotations[labels::OPERATOR_GROUP], "gadget-group");
+    assert_eq!(annotations[labels::OPERATOR_NAMESPACE], "gadget-system");
+    assert!(annotations.contains_key(labels::COPY_HASH_SPEC));
+    assert!(annotations.contains_key(labels::COPY_HASH_STATUS));
+
+    let copy_labels = copy.metadata.labels.as_ref().expect("labels");
+    assert_eq!(copy_labels[labels::COPIED_FROM], "gadget-system");
+    assert_eq!(copy_labels["tier"], "gold");
+    assert!(
+        !copy_labels
+            .keys()
+            .any(|k| k.starts_with("operators.coreos.com/"))
+    );
+
+    let status = copy.status.as_ref().expect("status");
+    assert_eq!(status.reason, Some(CsvReason::COPIED));
+    assert_eq!(status.phase, Some(CsvPhase::SUCCEEDED));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("The operator is running in gadget-system but is managing this namespace")
+    );
+    assert_eq!(
+        copied_message("x"),
+        "The operator is running in x but is managing this namespace"
+    );
+    assert_eq!(copy.spec, parent.spec);
+    assert!(is_copied(&copy));
+    assert!(is_uncopiable(&copy), "a copy is never copied again");
+}
+
+#[test]
+fn hashes_decide_what_to_write() {
+    let parent = parent();
+    let desired = copy_for_namespace(&parent, "cog-works").expect("copyable");
+    let recorded = CopyHashes::recorded(&desired).expect("recorded");
+    assert_eq!(
+        recorded,
+        CopyHashes::of(&desired).expect("hashes"),
+        "hash annotations do not hash themselves"
+    );
+
+    assert!(matches!(
+        copy_action(desired.clone(), None),
+        CopyAction::Create(_)
+    ));
+    assert_eq!(
+        copy_action(desired.clone(), Some(&recorded)),
+        CopyAction::UpToDate
+    );
+
+    // The parent moved on: only the status differs.
+    let mut moved = parent.clone();
+    moved.status.as_mut().expect("status").last_update_time = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(minute(5)),
+    );
+    let desired = copy_for_namespace(&moved, "cog-works").expect("copyable");
+    match copy_action(desired, Some(&recorded)) {
+        CopyAction::Update { spec, status, .. } => assert!(!spec && status),
+        other => panic!("expected a status update, got {other:?}"),
+    }
+
+    // The parent's spec changed: metadata and spec differ.
+    let mut edited = parent;
+    edited.spec.display_name = "Widget Operator Deluxe".into();
+    let desired = copy_for_namespace(&edited, "cog-works").expect("copyable");
+    match copy_action(desired, Some(&recorded)) {
+        CopyAction::Update { spec, status, .. } => assert!(spec && !status),
+        other => panic!("expected a spec update, got {other:?}"),
+    }
+}
+
+#[test]
+fn copies_go_to_targets_except_the_groups_own_namespace() {
+    let parent = parent();
+    let namespaces: Vec<String> = ["gadget-system", "cog-works", "sprocket-yard"]
+        .map(str::to_owned)
+        .to_vec();
+    let group = gadget_group().targeting(&["gadget-system", "cog-works"]);
+    let plan = copy_targets(&parent, &group, &namespaces, true, &BTreeSet::new(), &[]);
+    assert_eq!(plan.copy_into, ["cog-works"]);
+    assert_eq!(plan.check_for_garbage, ["sprocket-yard"]);
+    assert!(plan.delete_from.is_empty() && plan.event.is_none());
+
+    let all = gadget_group().targeting_all_namespaces();
+    let plan = copy_targets(&parent, &all, &namespaces, true, &BTreeSet::new(), &[]);
+    assert_eq!(plan.copy_into, ["cog-works", "sprocket-yard"]);
+
+    // Copying disabled: only protected namespaces keep a copy.
+    let protected: BTreeSet<String> =
+        ["sprocket-yard".to_owned(), "gadget-system".to_owned()].into();
+    let with_copies = ["cog-works".to_owned(), "sprocket-yard".to_owned()];
+    let plan = copy_targets(&parent, &all, &namespaces, false, &protected, &with_copies);
+    assert_eq!(
+        plan.copy_into,
+        ["sprocket-yard"],
+        "not into the parent's own namespace"
+    );
+    assert_eq!(plan.delete_from, ["cog-works"]);
+    let event = plan.event.expect("warning event");
+    assert_eq!(event.event_type, EventType::Warning);
+    assert_eq!(event.reason, "DisabledCopiedCSVs");
+    assert_eq!(
+        event.message,
+        "CSV copying disabled for gadget-system/widget-operator.v1.2.0"
+    );
+
+    // Disabling only concerns AllNamespaces groups.
+    let plan = copy_targets(
+        &parent,
+        &group,
+        &namespaces,
+        false,
+        &protected,
+        &with_copies,
+    );
+    assert_eq!(plan.copy_into, ["cog-works"]);
+    assert!(plan.event.is_none());
+}
+
+#[test]
+fn uncopiable_reasons_are_upstreams() {
+    for reason in [
+        CsvReason::COPIED,
+        CsvReason::INVALID_INSTALL_MODES,
+        CsvReason::NO_TARGET_NAMESPACES,
+        CsvReason::UNSUPPORTED_OPERATOR_GROUP,
+        CsvReason::NO_OPERATOR_GROUP,
+        CsvReason::TOO_MANY_OPERATOR_GROUPS,
+        CsvReason::INTER_OPERATOR_GROUP_OWNER_CONFLICT,
+        CsvReason::CANNOT_MODIFY_STATIC_OPERATOR_GROUP_PROVIDED_APIS,
+    ] {
+        let csv = widget_operator().in_phase(CsvPhase::FAILED, reason.clone(), minute(0));
+        assert!(is_uncopiable(&csv), "{reason}");
+    }
+    assert!(is_uncopiable(&widget_operator()), "phase None");
+    assert!(!is_uncopiable(&widget_operator().in_phase(
+        CsvPhase::FAILED,
+        CsvReason::INSTALL_CHECK_FAILED,
+        minute(0)
+    )));
+}
+
+#[test]
+fn stale_copies_are_garbage() {
+    let parent = parent();
+    let copy = copy_for_namespace(&parent, "cog-works").expect("copyable");
+    assert_eq!(dangling_copy(&copy, Some(&parent)), None);
+    assert_eq!(
+        dangling_copy(&copy, None),
+        Some(DanglingReason::ParentMissing)
+    );
+
+    let conflicting = parent.clone().in_phase(
+        CsvPhase::FAILED,
+        CsvReason::INTER_OPERATOR_GROUP_OWNER_CONFLICT,
+        minute(1),
+    );
+    assert_eq!(
+        dangling_copy(&copy, Some(&conflicting)),
+        Some(DanglingReason::ParentConflicting)
+    );
+
+    let narrowed = parent
+        .clone()
+        .annotated(labels::TARGET_NAMESPACES, "gadget-system");
+    assert_eq!(
+        dangling_copy(&copy, Some(&narrowed)),
+        Some(DanglingReason::NoLongerTargeted)
+    );
+
+    let widened = parent.clone().annotated(labels::TARGET_NAMESPACES, "");
+    assert_eq!(
+        dangling_copy(&copy, Some(&widened)),
+        None,
+        "all namespaces covers it"
+    );
+
+    let mut orphan = copy.clone();
+    orphan
+        .metadata
+        .annotations
+        .as_mut()
+        .expect("annotations")
+        .remove(labels::OPERATOR_NAMESPACE);
+    assert_eq!(
+        dangling_copy(&orphan, Some(&parent)),
+        Some(DanglingReason::MissingOperatorNamespace)
+    );
+
+    let misplaced = copy.in_namespace("gadget-system");
+    let wide_parent = parent.annotated(labels::TARGET_NAMESPACES, "");
+    assert_eq!(
+        dangling_copy(&misplaced, Some(&wide_parent)),
+        Some(DanglingReason::SameNamespaceAsParent)
+    );
+}
+
+#[test]
+fn olm_config_switches_copies_off() {
+    use olm_api::olm_config::{Features, OLMConfig, OLMConfigSpec};
+    let config = |disable: Option<bool>| {
+        OLMConfig::new(
+            "cluster",
+            OLMConfigSpec {
+                features: Some(Features {
+                    disable_copied_csvs: disable,
+                    package_server_sync_interval: None,
+                }),
+            },
+        )
+    };
+    assert!(copies_enabled(None));
+    assert!(copies_enabled(Some(&config(None))));
+    assert!(copies_enabled(Some(&config(Some(false)))));
+    assert!(!copies_enabled(Some(&config(Some(true)))));
+}
+
+#[test]
+fn olm_config_reports_copied_csvs() {
+    let cases = [
+        (
+            true,
+            false,
+            "False",
+            "CopiedCSVsEnabled",
+            "Copied CSVs are enabled and present across the cluster",
+        ),
+        (
+            true,
+            true,
+            "False",
+            "CopiedCSVsEnabled",
+            "Copied CSVs are enabled and at least one copied CSVs is missing",
+        ),
+        (
+            false,
+            true,
+            "False",
+            "CopiedCSVsDisabled",
+            "Copied CSVs are disabled and at least one unexpected copied CSV was found for an operator installed in AllNamespace mode",
+        ),
+        (
+            false,
+            false,
+            "True",
+            "CopiedCSVsDisabled",
+            "Copied CSVs are disabled and no unexpected copied CSVs were found for operators installed in AllNamespace mode",
+        ),
+    ];
+    for (enabled, out_of_place, status, reason, message) in cases {
+        let condition = disabled_copied_csvs_condition(enabled, out_of_place);
+        assert_eq!(condition.type_, "DisabledCopiedCSVs");
+        assert_eq!(
+            (
+                condition.status.as_str(),
+                condition.reason.as_str(),
+                condition.message.as_str()
+            ),
+            (status, reason, message)
+        );
+    }
+
+    let with =
+        |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| (*n).to_owned()).collect() };
+    assert!(copies_as_expected(true, 3, &with(&[]), &with(&["a", "b"])));
+    assert!(!copies_as_expected(true, 3, &with(&[]), &with(&["a"])));
+    assert!(copies_as_expected(false, 3, &with(&["p"]), &with(&["p"])));
+    assert!(!copies_as_expected(
+        false,
+        3,
+        &with(&["p"]),
+        &with(&["p", "q"])
+    ));
+}
