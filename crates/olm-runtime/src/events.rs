@@ -55,21 +55,22 @@ impl EventRecorder {
     /// Publishes a Warning event whose note is `error` followed by each of its
     /// sources (`failed to apply ConfigMap x: connection refused`), cut to
     /// [`MAX_NOTE_BYTES`]. Use the error's category as `reason`.
-    pub async fn warning(
-        &self,
-        regarding: &ObjectReference,
-        reason: &str,
-        action: &str,
+    ///
+    /// The error chain is rendered before the returned future starts, so the
+    /// future does not hold the (not `Sync`) error and can be spawned on a
+    /// multi-threaded runtime.
+    pub fn warning<'a>(
+        &'a self,
+        regarding: &'a ObjectReference,
+        reason: &'a str,
+        action: &'a str,
         error: &(dyn std::error::Error + 'static),
-    ) -> Result<()> {
-        self.publish(
-            regarding,
-            EventType::Warning,
-            reason,
-            action,
-            &error_chain(error),
-        )
-        .await
+    ) -> impl std::future::Future<Output = Result<()>> + Send + 'a {
+        let note = error_chain(error);
+        async move {
+            self.publish(regarding, EventType::Warning, reason, action, &note)
+                .await
+        }
     }
 
     async fn publish(
@@ -198,5 +199,21 @@ mod tests {
             let body = note.strip_suffix(TRUNCATION_MARKER).expect("marker");
             assert!(chain.starts_with(body), "a prefix of the original");
         }
+    }
+}
+
+#[cfg(test)]
+mod send_tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    /// Controllers spawn reconciles on a multi-threaded runtime, so the
+    /// warning future must be `Send` even though errors are not `Sync`.
+    #[allow(dead_code)]
+    fn warning_future_is_send(recorder: &EventRecorder, regarding: &ObjectReference) {
+        let error = std::io::Error::other("boom");
+        let future = recorder.warning(regarding, "Failed", "Reconcile", &error);
+        assert_send(&future);
     }
 }
