@@ -36,6 +36,15 @@ enum Task {
         #[arg(long, env = "OLM_DEV_DIR")]
         dir: Option<PathBuf>,
     },
+    /// Run a service against the development cluster of `cargo xtask dev`
+    /// (KUBECONFIG defaults to .cache/dev/kubeconfig when it exists).
+    Run {
+        /// The service's package, for example `olm-operator`.
+        service: String,
+        /// Arguments passed to the service.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Install what is missing, then run every test in the workspace.
     Test {
         /// Extra arguments passed to `cargo test`.
@@ -51,6 +60,7 @@ fn main() -> Result<()> {
         Task::Codegen => codegen(),
         Task::Envtest(args) => envtest::install(&args),
         Task::Dev { dir } => dev(dir),
+        Task::Run { service, args } => run(&service, &args),
         Task::Test { cargo_args } => test(&cargo_args),
     }
 }
@@ -138,6 +148,29 @@ fn dev(dir: Option<PathBuf>) -> Result<()> {
     runtime.block_on(tokio::signal::ctrl_c())?;
     println!("stopping");
     drop(plane);
+    Ok(())
+}
+
+fn run(service: &str, args: &[String]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(workspace_root())
+        .args(["run", "-p", service, "--"])
+        .args(args);
+    let dev_kubeconfig = workspace_root().join(".cache/dev/kubeconfig");
+    if std::env::var_os("KUBECONFIG").is_none() && dev_kubeconfig.exists() {
+        println!("KUBECONFIG={}", dev_kubeconfig.display());
+        command.env("KUBECONFIG", &dev_kubeconfig);
+    }
+    // Nothing listens beyond loopback on a developer's machine.
+    if std::env::var_os("OLM_ADMIN_BIND_ADDRESS").is_none() {
+        command.env("OLM_ADMIN_BIND_ADDRESS", "127.0.0.1:8080");
+    }
+    let status = command.status().context("running cargo run")?;
+    if !status.success() {
+        bail!("{service} exited with {status}");
+    }
     Ok(())
 }
 

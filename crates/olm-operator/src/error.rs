@@ -75,6 +75,30 @@ pub enum Error {
         message: String,
     },
 
+    /// A call to the API server failed.
+    #[error("cannot {action} {kind} {name}")]
+    Kube {
+        /// What was attempted, for example `patch metadata of`.
+        action: &'static str,
+        /// Kind of the object.
+        kind: &'static str,
+        /// `<namespace>/<name>` or `<name>` of the object.
+        name: String,
+        /// The client's error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+
+    /// A shared runtime helper (apply, status, leader election, caches) failed.
+    #[error("{what}")]
+    Runtime {
+        /// What was being done.
+        what: &'static str,
+        /// The runtime's error.
+        #[source]
+        source: Box<olm_runtime::Error>,
+    },
+
     /// A CSV being deleted still has cluster-scoped objects carrying its owner
     /// labels; the finalizer stays until they are gone.
     #[error("waiting for {kinds} to delete")]
@@ -100,6 +124,8 @@ impl Error {
             Error::ReplacementCycle { .. } => "ReplacementCycle",
             Error::InstallCheck { .. } => "InstallCheckFailed",
             Error::CleanupPending { .. } => "CleanupPending",
+            Error::Kube { source, .. } => olm_runtime::error::kube_error_category(source),
+            Error::Runtime { source, .. } => source.category(),
         }
     }
 }

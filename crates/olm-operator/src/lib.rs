@@ -10,10 +10,14 @@
 //!   file system, and never be `async`; everything it needs is passed in as
 //!   plain data. That is what lets the rules be tested exhaustively with YAML
 //!   fixtures and no cluster.
-//! - The service wiring (watches, server-side apply, status writes, events)
-//!   reads the caches, calls `decide`, and carries out what it returns.
+//! - [`controller`], the service wiring (watches, server-side apply, status
+//!   writes, events), reads the caches, calls `decide`, and carries out what
+//!   it returns; [`metrics`] are upstream's CSV metrics plus reconcile
+//!   counters. The `olm-operator` binary (`src/main.rs`) runs them.
 
+pub mod controller;
 pub mod decide;
 mod error;
+pub mod metrics;
 
 pub use error::Error;

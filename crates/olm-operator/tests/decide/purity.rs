@@ -4,24 +4,16 @@ use std::path::Path;
 
 #[test]
 fn decide_depends_on_no_client_and_reads_no_clock() {
+    // The crate also holds the service wiring (src/controller, src/main.rs),
+    // which needs kube and tokio; so the guard is on decide's source, not on
+    // the manifest.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("manifest");
-    let dependencies = manifest
-        .split("[dependencies]")
-        .nth(1)
-        .and_then(|rest| rest.split("\n[").next())
-        .expect("a [dependencies] table");
-    for forbidden in ["kube", "tokio", "futures", "reqwest", "hyper"] {
-        assert!(
-            !dependencies
-                .lines()
-                .any(|line| line.trim_start().starts_with(forbidden)),
-            "olm-operator's decision core must not depend on {forbidden}"
-        );
-    }
-
     let forbidden_code = [
         "kube::",
+        "kube_runtime",
+        "tokio",
+        "futures",
+        "olm_runtime",
         "async fn",
         ".await",
         "std::fs",

@@ -1,0 +1,641 @@
+//! The ClusterServiceVersion reconciler: dereference the CSV's surroundings
+//! from the caches, build the [`CsvObservation`], [`decide`], then act on the
+//! decision (metadata, installer, deletions, status, events, requeues).
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use jiff::Timestamp;
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    rbac::v1::{ClusterRole, ClusterRoleBinding},
+};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+    runtime::{controller::Action, reflector::ObjectRef},
+};
+use olm_api::{
+    csv::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase},
+    labels,
+    operator_group::OperatorGroup,
+};
+use olm_runtime::apply::apply_status;
+use tracing::Instrument;
+
+use super::{Context, FIELD_MANAGER, install};
+use crate::{
+    Error,
+    decide::{
+        csv_phase::{
+            CsvAction, CsvDecision, CsvObservation, DeploymentsCheck, InstallCheck,
+            OwnedClusterObjects, after_install, decide,
+        },
+        csv_status::{self, CsvEvent, EventType},
+        deployment::{DeploymentOverrides, check_deployments, has_owner_labels, validate_strategy},
+        operator_group::ObservedNamespace,
+        rbac::{binding_selector, role_selector},
+        requirements::{
+            CrdFacts, PermissionRule, RequirementFacts, RuleScope, ServiceAccountFacts, evaluate,
+            permission_rules,
+        },
+    },
+};
+
+/// The delay of a requeue the decision asks for "now": long enough for the
+/// cache to see this reconcile's own writes, which wake the CSV anyway.
+const PROMPT_REQUEUE: Duration = Duration::from_secs(1);
+
+fn kube_error(
+    action: &'static str,
+    kind: &'static str,
+    name: String,
+) -> impl FnOnce(kube::Error) -> Error {
+    move |source| Error::Kube {
+        action,
+        kind,
+        name,
+        source: Box::new(source),
+    }
+}
+
+fn key(csv: &ClusterServiceVersion) -> String {
+    format!(
+        "csv/{}/{}",
+        csv.metadata.namespace.as_deref().unwrap_or_default(),
+        csv.name_any()
+    )
+}
+
+/// Reconciles one CSV.
+pub(crate) async fn reconcile(
+    csv: Arc<ClusterServiceVersion>,
+    context: Arc<Context>,
+) -> Result<Action, Error> {
+    let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+    if !context.config.watches(&namespace) {
+        return Ok(Action::await_change());
+    }
+    let span = tracing::info_span!("reconcile_csv", namespace, name = csv.name_any());
+    olm_runtime::telemetry::record_trace_id(&span);
+    let timer = context.metrics.csv_reconciles.start();
+    let result = sync(&csv, &context).instrument(span).await;
+    match &result {
+        Ok(_) => context.succeeded(&key(&csv)),
+        Err(error) => {
+            tracing::info!(
+                namespace,
+                name = csv.name_any(),
+                error = error as &dyn std::error::Error,
+                "csv sync did not finish"
+            );
+            timer.failed(error.category());
+        }
+    }
+    context
+        .metrics
+        .set_csv_count(context.caches.csvs.state().len());
+    result
+}
+
+/// The delay before a failed reconcile is retried (capped exponential).
+pub(crate) fn error_policy(
+    csv: Arc<ClusterServiceVersion>,
+    _error: &Error,
+    context: Arc<Context>,
+) -> Action {
+    Action::requeue(context.backoff(key(&csv)))
+}
+
+/// The observed world of one CSV, owned, so the observation can borrow it.
+struct Surroundings {
+    namespace_operator_groups: Vec<OperatorGroup>,
+    all_operator_groups: Vec<OperatorGroup>,
+    namespaces: Vec<ObservedNamespace>,
+    namespace_csvs: Vec<ClusterServiceVersion>,
+    deployments: Vec<Deployment>,
+}
+
+fn dereference(context: &Context, namespace: &str) -> Surroundings {
+    let caches = &context.caches;
+    let all_operator_groups: Vec<OperatorGroup> = caches
+        .operator_groups
+        .state()
+        .iter()
+        .map(|g| OperatorGroup::clone(g))
+        .collect();
+    let namespace_operator_groups = all_operator_groups
+        .iter()
+        .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
+        .cloned()
+        .collect();
+    Surroundings {
+        namespace_operator_groups,
+        all_operator_groups,
+        namespaces: caches
+            .namespaces
+            .state()
+            .iter()
+            .map(|ns| ObservedNamespace::from(ns.as_ref()))
+            .collect(),
+        namespace_csvs: caches
+            .csvs
+            .state()
+            .iter()
+            .filter(|c| c.metadata.namespace.as_deref() == Some(namespace))
+            .map(|c| ClusterServiceVersion::clone(c))
+            .collect(),
+        deployments: caches
+            .deployments
+            .state()
+            .iter()
+            .filter(|d| d.metadata.namespace.as_deref() == Some(namespace))
+            .map(|d| Deployment::clone(d))
+            .collect(),
+    }
+}
+
+fn labels_match(
+    object_labels: &BTreeMap<String, String>,
+    wanted: &BTreeMap<String, String>,
+) -> bool {
+    wanted
+        .iter()
+        .all(|(key, value)| object_labels.get(key) == Some(value))
+}
+
+/// The permission rules not granted by the Roles and bindings OLM created
+/// for them (found through `olm.permissions.hash`, as upstream first does).
+/// Without an RBAC authorizer in this service yet, a rule granted some other
+/// way is reported unsatisfied.
+fn unsatisfied_rules(context: &Context, csv: &ClusterServiceVersion) -> Vec<PermissionRule> {
+    let namespace = csv.metadata.namespace.as_deref();
+    let strategy = &csv.spec.install.spec;
+    let caches = &context.caches;
+    let mut satisfied_accounts: Vec<(
+        RuleScope,
+        String,
+        Vec<k8s_openapi::api::rbac::v1::PolicyRule>,
+    )> = Vec::new();
+    for permission in strategy.permissions.iter().flatten() {
+        let wanted = role_selector(csv, permission);
+        let role = caches.roles.state().into_iter().find(|r| {
+            r.metadata.namespace.as_deref() == namespace && labels_match(r.labels(), &wanted)
+        });
+        let bound = role.is_some_and(|role| {
+            let wanted = binding_selector(
+                csv,
+                "Role",
+                &role.name_any(),
+                &permission.service_account_name,
+            );
+            caches.role_bindings.state().iter().any(|b| {
+                b.metadata.namespace.as_deref() == namespace && labels_match(b.labels(), &wanted)
+            })
+        });
+        if bound {
+            satisfied_accounts.push((
+                RuleScope::Namespaced,
+                permission.service_account_name.clone(),
+                permission.rules.clone(),
+            ));
+        }
+    }
+    for permission in strategy.cluster_permissions.iter().flatten() {
+        let wanted = role_selector(csv, permission);
+        let role = caches
+            .cluster_roles
+            .state()
+            .into_iter()
+            .find(|r| labels_match(r.labels(), &wanted));
+        let bound = role.is_some_and(|role| {
+            let wanted = binding_selector(
+                csv,
+                "ClusterRole",
+                &role.name_any(),
+                &permission.service_account_name,
+            );
+            caches
+                .cluster_role_bindings
+                .state()
+                .iter()
+                .any(|b| labels_match(b.labels(), &wanted))
+        });
+        if bound {
+            satisfied_accounts.push((
+                RuleScope::Cluster,
+                permission.service_account_name.clone(),
+                permission.rules.clone(),
+            ));
+        }
+    }
+    permission_rules(csv)
+        .into_iter()
+        .filter(|rule| {
+            !satisfied_accounts.iter().any(|(scope, account, rules)| {
+                *scope == rule.scope
+                    && *account == rule.service_account
+                    && rules.contains(&rule.rule)
+            })
+        })
+        .collect()
+}
+
+fn requirement_facts(context: &Context, csv: &ClusterServiceVersion) -> RequirementFacts {
+    let caches = &context.caches;
+    let namespace = csv.metadata.namespace.as_deref();
+    let uid = csv.metadata.uid.clone().unwrap_or_default();
+    RequirementFacts {
+        server_version: context.server_version.clone(),
+        crds: caches
+            .crds
+            .state()
+            .iter()
+            .map(|crd| (crd.name_any(), CrdFacts::of(crd)))
+            .collect(),
+        api_services: BTreeMap::new(),
+        discovered: Default::default(),
+        service_accounts: caches
+            .service_accounts
+            .state()
+            .iter()
+            .filter(|sa| sa.metadata.namespace.as_deref() == namespace)
+            .map(|sa| (sa.name_any(), ServiceAccountFacts::of(sa, &uid)))
+            .collect(),
+        unsatisfied_rules: unsatisfied_rules(context, csv),
+    }
+}
+
+fn owned_cluster_objects(context: &Context, csv: &ClusterServiceVersion) -> OwnedClusterObjects {
+    let caches = &context.caches;
+    OwnedClusterObjects {
+        cluster_role_bindings: caches
+            .cluster_role_bindings
+            .state()
+            .iter()
+            .filter(|o| has_owner_labels(o.metadata.labels.as_ref(), csv))
+            .count(),
+        cluster_roles: caches
+            .cluster_roles
+            .state()
+            .iter()
+            .filter(|o| has_owner_labels(o.metadata.labels.as_ref(), csv))
+            .count(),
+    }
+}
+
+fn is_member(csv: &ClusterServiceVersion) -> bool {
+    csv.annotations().contains_key(labels::OPERATOR_GROUP)
+}
+
+async fn sync(csv: &ClusterServiceVersion, context: &Context) -> Result<Action, Error> {
+    let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+    let now = Timestamp::now();
+    let phase = csv_status::phase_of(&csv.status.clone().unwrap_or_default());
+    let deleting = csv.metadata.deletion_timestamp.is_some();
+
+    // OLM's ServiceAccounts and RBAC come before the requirement check that
+    // looks for them. Upstream leaves that to the InstallPlan; applying them
+    // here lets a CSV created directly install (and is a no-op otherwise).
+    if !deleting
+        && phase == CsvPhase::PENDING
+        && is_member(csv)
+        && validate_strategy(csv).is_ok()
+        && let Err(error) = install::ensure_rbac(&context.client, csv).await
+    {
+        tracing::warn!(
+            error = &error as &dyn std::error::Error,
+            "cannot apply the csv's service accounts and rbac"
+        );
+    }
+
+    let surroundings = dereference(context, &namespace);
+    let facts = requirement_facts(context, csv);
+    let deployments = match check_deployments(
+        csv,
+        &surroundings.deployments,
+        DeploymentOverrides::default(),
+    ) {
+        Ok(()) => DeploymentsCheck::Healthy,
+        Err(error) => DeploymentsCheck::Unhealthy(error),
+    };
+    let observation = CsvObservation {
+        namespace_operator_groups: &surroundings.namespace_operator_groups,
+        all_operator_groups: &surroundings.all_operator_groups,
+        namespaces: &surroundings.namespaces,
+        namespace_csvs: &surroundings.namespace_csvs,
+        requirements: evaluate(csv, &facts, &surroundings.namespace_csvs),
+        install: InstallCheck {
+            deployments,
+            ..InstallCheck::default()
+        },
+        owned_cluster_objects: owned_cluster_objects(context, csv),
+        ..CsvObservation::new(csv, now)
+    };
+    let decision = decide(&observation);
+    act(csv, context, decision, &surroundings.deployments, now).await
+}
+
+async fn act(
+    csv: &ClusterServiceVersion,
+    context: &Context,
+    mut decision: CsvDecision,
+    deployments: &[Deployment],
+    now: Timestamp,
+) -> Result<Action, Error> {
+    let name = csv.name_any();
+    let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+    let deleting = csv.metadata.deletion_timestamp.is_some();
+    let api: Api<ClusterServiceVersion> = Api::namespaced(context.client.clone(), &namespace);
+
+    // A CSV being deleted first cleans up, then lets go of its finalizer;
+    // any other first gets its finalizer and membership, then acts.
+    if !deleting {
+        write_metadata(&api, csv, &decision).await?;
+    }
+
+    let mut requeue_self: Option<Duration> = None;
+    let actions = std::mem::take(&mut decision.actions);
+    let mut follow_ups = Vec::new();
+    for action in actions {
+        match action {
+            CsvAction::RunInstaller => {
+                let outcome = install::run_installer(&context.client, csv, deployments).await;
+                let mut installed = csv.clone();
+                if let Some(status) = &decision.status {
+                    installed.status = Some(status.clone());
+                }
+                let after = after_install(&installed, &outcome, now);
+                if after.status.is_some() {
+                    decision.status = after.status;
+                }
+                decision.events.extend(after.events);
+                follow_ups.extend(after.actions);
+            }
+            other => follow_ups.push(other),
+        }
+    }
+    for action in follow_ups {
+        match action {
+            CsvAction::RunInstaller => {}
+            CsvAction::DeleteDeployments(names) => {
+                let deployments: Api<Deployment> =
+                    Api::namespaced(context.client.clone(), &namespace);
+                for deployment in names {
+                    olm_runtime::apply::delete_if_exists(&deployments, &deployment)
+                        .await
+                        .map_err(|source| Error::Runtime {
+                            what: "cannot delete deployment",
+                            source: Box::new(source),
+                        })?;
+                }
+            }
+            CsvAction::DeleteCsv => {
+                olm_runtime::apply::delete_if_exists(&api, &name)
+                    .await
+                    .map_err(|source| Error::Runtime {
+                        what: "cannot delete csv",
+                        source: Box::new(source),
+                    })?;
+            }
+            CsvAction::DeleteOwnedClusterObjects => {
+                delete_owned_cluster_objects(context, csv).await?
+            }
+            CsvAction::SetProvidedApis {
+                operator_group,
+                value,
+            } => {
+                let groups: Api<OperatorGroup> =
+                    Api::namespaced(context.client.clone(), &namespace);
+                let patch = serde_json::json!({
+                    "metadata": { "annotations": { labels::PROVIDED_APIS: value } }
+                });
+                groups
+                    .patch(
+                        &operator_group,
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                    .map_err(kube_error(
+                        "patch provided apis of",
+                        "OperatorGroup",
+                        format!("{namespace}/{operator_group}"),
+                    ))?;
+            }
+            CsvAction::RequeueOperatorGroup(group) => {
+                let _ = context
+                    .operator_group_requeue
+                    .unbounded_send(ObjectRef::new(&group).within(&namespace));
+            }
+            CsvAction::Requeue { name: other, after } => {
+                let after = after.unwrap_or(PROMPT_REQUEUE);
+                if other == name {
+                    requeue_self = Some(requeue_self.map_or(after, |d| d.min(after)));
+                } else {
+                    let sender = context.csv_requeue.clone();
+                    let target = ObjectRef::new(&other).within(&namespace);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(after).await;
+                        let _ = sender.unbounded_send(target);
+                    });
+                }
+            }
+            CsvAction::CountUpgrade => context.metrics.count_upgrade(),
+            CsvAction::EnsureProvidedApiClusterRoles
+            | CsvAction::EnsureTargetNamespaceRbac
+            | CsvAction::SyncCopies => {
+                tracing::debug!(?action, "not carried out by this version of olm-operator");
+            }
+        }
+    }
+
+    if deleting {
+        if decision.finalizers.is_some() {
+            context.metrics.forget_csv(csv);
+        }
+        write_metadata(&api, csv, &decision).await?;
+    }
+
+    if let Some(status) = &decision.status {
+        write_status(&api, context, csv, status).await?;
+    }
+    if !deleting {
+        let status = decision
+            .status
+            .as_ref()
+            .or(csv.status.as_ref())
+            .cloned()
+            .unwrap_or_default();
+        context.metrics.observe_csv(csv, &status);
+    }
+    for event in &decision.events {
+        record(context, csv, event).await;
+    }
+
+    if let Some(retry) = decision.retry {
+        return Err(retry);
+    }
+    let resync = context.config.resync;
+    Ok(Action::requeue(
+        requeue_self.map_or(resync, |after| after.min(resync)),
+    ))
+}
+
+/// Writes the labels, annotations and finalizers the decision changed, as a
+/// merge patch guarded by the resource version the decision was made on.
+async fn write_metadata(
+    api: &Api<ClusterServiceVersion>,
+    csv: &ClusterServiceVersion,
+    decision: &CsvDecision,
+) -> Result<(), Error> {
+    if decision.labels.is_none() && decision.annotations.is_none() && decision.finalizers.is_none()
+    {
+        return Ok(());
+    }
+    let mut metadata = serde_json::Map::new();
+    metadata.insert(
+        "resourceVersion".to_owned(),
+        serde_json::json!(csv.metadata.resource_version),
+    );
+    if let Some(labels) = &decision.labels {
+        metadata.insert("labels".to_owned(), serde_json::json!(labels));
+    }
+    if let Some(annotations) = &decision.annotations {
+        metadata.insert("annotations".to_owned(), serde_json::json!(annotations));
+    }
+    if let Some(finalizers) = &decision.finalizers {
+        metadata.insert("finalizers".to_owned(), serde_json::json!(finalizers));
+    }
+    let patch = serde_json::json!({ "metadata": metadata });
+    let name = csv.name_any();
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+        Err(source) => Err(kube_error(
+            "patch metadata of",
+            "ClusterServiceVersion",
+            format!(
+                "{}/{name}",
+                csv.metadata.namespace.as_deref().unwrap_or_default()
+            ),
+        )(source)),
+    }
+}
+
+/// Writes the status. A status the API server rejects as invalid (for
+/// example an older CRD's schema refusing a newer value) is logged, surfaced
+/// as a Warning event, and written again with only phase, reason, message and
+/// times, so the controller never wedges on it (ARCHITECTURE rule 4).
+async fn write_status(
+    api: &Api<ClusterServiceVersion>,
+    context: &Context,
+    csv: &ClusterServiceVersion,
+    status: &ClusterServiceVersionStatus,
+) -> Result<(), Error> {
+    let name = csv.name_any();
+    let error = match apply_status(api, &FIELD_MANAGER, &name, status).await {
+        Ok(_) => return Ok(()),
+        Err(error) => error,
+    };
+    match &error {
+        olm_runtime::Error::ApplyStatus { source, .. } => match source.as_ref() {
+            kube::Error::Api(response) if response.is_not_found() => return Ok(()),
+            kube::Error::Api(response) if response.code == 422 => {}
+            _ => {
+                return Err(Error::Runtime {
+                    what: "cannot write csv status",
+                    source: Box::new(error),
+                });
+            }
+        },
+        _ => {
+            return Err(Error::Runtime {
+                what: "cannot write csv status",
+                source: Box::new(error),
+            });
+        }
+    }
+    tracing::error!(
+        error = &error as &dyn std::error::Error,
+        "the api server rejected the csv status; writing a minimal status instead"
+    );
+    context
+        .recorder
+        .warning(
+            &csv.object_ref(&()),
+            "StatusRejected",
+            "WriteStatus",
+            &olm_runtime::events::error_chain(&error),
+        )
+        .await;
+    let minimal = ClusterServiceVersionStatus {
+        phase: status.phase.clone(),
+        reason: status.reason.clone(),
+        message: status.message.clone(),
+        last_update_time: status.last_update_time.clone(),
+        last_transition_time: status.last_transition_time.clone(),
+        ..ClusterServiceVersionStatus::default()
+    };
+    apply_status(api, &FIELD_MANAGER, &name, &minimal)
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::Runtime {
+            what: "cannot write even a minimal csv status",
+            source: Box::new(source),
+        })
+}
+
+async fn record(context: &Context, csv: &ClusterServiceVersion, event: &CsvEvent) {
+    let regarding = csv.object_ref(&());
+    match event.event_type {
+        EventType::Warning => {
+            context
+                .recorder
+                .warning(&regarding, &event.reason, "Transition", &event.message)
+                .await;
+        }
+        EventType::Normal => {
+            context
+                .recorder
+                .normal(&regarding, &event.reason, "Transition", &event.message)
+                .await;
+        }
+    }
+}
+
+/// Deletes the ClusterRoleBindings and ClusterRoles carrying the CSV's owner
+/// labels (the finalizer's work; namespaced objects go with their
+/// ownerReferences).
+async fn delete_owned_cluster_objects(
+    context: &Context,
+    csv: &ClusterServiceVersion,
+) -> Result<(), Error> {
+    let selector = crate::decide::deployment::owner_labels(csv)
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let list = ListParams::default().labels(&selector);
+    let bindings: Api<ClusterRoleBinding> = Api::all(context.client.clone());
+    bindings
+        .delete_collection(&DeleteParams::background(), &list)
+        .await
+        .map_err(kube_error(
+            "delete cluster role bindings of",
+            "ClusterServiceVersion",
+            csv.name_any(),
+        ))?;
+    let roles: Api<ClusterRole> = Api::all(context.client.clone());
+    roles
+        .delete_collection(&DeleteParams::background(), &list)
+        .await
+        .map_err(kube_error(
+            "delete cluster roles of",
+            "ClusterServiceVersion",
+            csv.name_any(),
+        ))?;
+    Ok(())
+}

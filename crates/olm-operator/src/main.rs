@@ -1,0 +1,160 @@
+//! The `olm-operator` binary: drives ClusterServiceVersions and OperatorGroups
+//! as upstream OLM's `olm` binary does, serving `/metrics`, `/healthz` and
+//! `/readyz` on the admin address.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use clap::Parser;
+use olm_operator::{
+    controller::{self, ControllerConfig},
+    metrics::OperatorMetrics,
+};
+use olm_runtime::{
+    admin::{AdminServer, Readiness},
+    config::{AdminServerArgs, KubeArgs, LeaderElectionArgs, TelemetryArgs, parse_duration},
+    leader::LeaderHandle,
+    metrics::MetricsRegistry,
+    shutdown::{DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
+    telemetry::{self, ServiceInfo},
+};
+
+/// The name of this service: its field manager, lease and telemetry name.
+const SERVICE_NAME: &str = "olm-operator";
+
+/// Operator Lifecycle Manager: ClusterServiceVersion lifecycle and
+/// OperatorGroups.
+#[derive(Debug, Parser)]
+#[command(name = "olm-operator", version)]
+struct Cli {
+    /// How often every object is reconciled again even without a change.
+    #[arg(
+        long = "interval",
+        env = "OLM_INTERVAL",
+        default_value = "5m",
+        value_parser = parse_duration
+    )]
+    interval: Duration,
+
+    /// Comma-separated namespaces to watch; empty (or an empty element) means
+    /// all namespaces.
+    #[arg(
+        long = "watchedNamespaces",
+        env = "OLM_WATCHED_NAMESPACES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    watched_namespaces: Vec<String>,
+
+    #[command(flatten)]
+    kube: KubeArgs,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
+    #[command(flatten)]
+    admin: AdminServerArgs,
+    #[command(flatten)]
+    leader_election: LeaderElectionArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let _telemetry = telemetry::init(
+        &cli.telemetry,
+        &ServiceInfo::new(SERVICE_NAME, env!("CARGO_PKG_VERSION")),
+    )?;
+    let client = cli
+        .kube
+        .client()
+        .await
+        .context("building the kube client")?;
+
+    let mut registry = MetricsRegistry::default();
+    let metrics = OperatorMetrics::register(&mut registry);
+    let readiness = Readiness::default();
+    let shutdown = on_signal()?;
+    let admin = AdminServer::bind(
+        cli.admin.bind_address,
+        Arc::new(registry),
+        readiness.clone(),
+    )
+    .await?;
+
+    let mut tasks = TaskSet::new(shutdown.clone());
+    tasks.spawn("admin-server", admin.serve(shutdown.clone()));
+
+    let mut leader = match cli.leader_election.resolve(SERVICE_NAME, &client)? {
+        Some(config) => LeaderHandle::spawn(client.clone(), config)?,
+        None => LeaderHandle::always_leader(),
+    };
+    let config = ControllerConfig {
+        watched_namespaces: cli.watched_namespaces,
+        resync: cli.interval,
+    };
+    let stop = shutdown.clone();
+    tasks.spawn("controllers", async move {
+        tokio::select! {
+            acquired = leader.acquired() => acquired?,
+            () = stop.cancelled() => return Ok::<(), anyhow::Error>(()),
+        }
+        tracing::info!("leading; starting controllers");
+        // Losing the lease stops the controllers like a shutdown does: a
+        // replica that no longer leads must not act.
+        let controllers = stop.child_token();
+        let lost = leader.lost();
+        let on_loss = controllers.clone();
+        tokio::spawn(async move {
+            lost.await;
+            on_loss.cancel();
+        });
+        controller::run(client, config, metrics, readiness, controllers).await?;
+        leader.release().await?;
+        if !stop.is_cancelled() {
+            anyhow::bail!("leadership lost");
+        }
+        Ok(())
+    });
+    tasks.run(DEFAULT_DRAIN_DEADLINE).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn command_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_can_be_set_from_the_environment() {
+        let command = Cli::command();
+        let missing: Vec<_> = command
+            .get_arguments()
+            .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
+            .filter(|arg| arg.get_env().is_none())
+            .map(|arg| arg.get_id().to_string())
+            .collect();
+        assert!(missing.is_empty(), "flags without env: {missing:?}");
+    }
+
+    #[test]
+    fn upstream_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "olm-operator",
+            "--interval",
+            "30s",
+            "--watchedNamespaces",
+            "gadget-system,widget-system",
+        ])
+        .expect("flags parse");
+        assert_eq!(cli.interval, Duration::from_secs(30));
+        assert_eq!(cli.watched_namespaces, ["gadget-system", "widget-system"]);
+        let defaults = Cli::try_parse_from(["olm-operator"]).expect("defaults parse");
+        assert_eq!(defaults.interval, Duration::from_secs(300));
+        assert_eq!(defaults.watched_namespaces, [""]);
+    }
+}

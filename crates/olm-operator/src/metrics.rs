@@ -1,0 +1,171 @@
+//! olm-operator's metrics: upstream OLM's CSV metrics under their exact,
+//! unprefixed names (`csv_count`, `csv_succeeded`, `csv_abnormal`,
+//! `csv_upgrade_count`), plus reconcile runs, failures and durations per
+//! controller under the `olm_operator_` prefix.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use olm_api::csv::ClusterServiceVersion;
+use olm_runtime::metrics::{ControllerMetrics, MetricsRegistry, ReconcileMetrics};
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+};
+
+use crate::decide::csv_status;
+
+/// Labels of `csv_succeeded`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CsvLabels {
+    namespace: String,
+    name: String,
+    version: String,
+}
+
+/// Labels of `csv_abnormal`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AbnormalLabels {
+    namespace: String,
+    name: String,
+    version: String,
+    phase: String,
+    reason: String,
+}
+
+/// Every metric olm-operator exports.
+#[derive(Clone, Debug)]
+pub struct OperatorMetrics {
+    csv_count: Gauge,
+    csv_succeeded: Family<CsvLabels, Gauge>,
+    csv_abnormal: Family<AbnormalLabels, Gauge>,
+    csv_upgrade_count: Counter,
+    /// The `csv_abnormal` series last set per CSV, so that a change of phase
+    /// or reason deletes the old series as upstream does.
+    abnormal_series: Arc<Mutex<HashMap<(String, String), AbnormalLabels>>>,
+    /// Reconciles of ClusterServiceVersions.
+    pub(crate) csv_reconciles: ControllerMetrics,
+    /// Reconciles of OperatorGroups.
+    pub(crate) operator_group_reconciles: ControllerMetrics,
+}
+
+impl OperatorMetrics {
+    /// Registers olm-operator's metrics in `registry`.
+    pub fn register(registry: &mut MetricsRegistry) -> Self {
+        let reconciles = ReconcileMetrics::register(registry.component("olm_operator"));
+        let metrics = Self {
+            csv_count: Gauge::default(),
+            csv_succeeded: Family::default(),
+            csv_abnormal: Family::default(),
+            csv_upgrade_count: Counter::default(),
+            abnormal_series: Arc::default(),
+            csv_reconciles: reconciles.controller("clusterserviceversion"),
+            operator_group_reconciles: reconciles.controller("operatorgroup"),
+        };
+        let upstream = registry.upstream();
+        upstream.register(
+            "csv_count",
+            "Number of CSVs successfully registered",
+            metrics.csv_count.clone(),
+        );
+        upstream.register(
+            "csv_succeeded",
+            "Successful CSV install",
+            metrics.csv_succeeded.clone(),
+        );
+        upstream.register(
+            "csv_abnormal",
+            "CSV is not installed",
+            metrics.csv_abnormal.clone(),
+        );
+        upstream.register(
+            "csv_upgrade_count",
+            "Monotonic count of CSV upgrades",
+            metrics.csv_upgrade_count.clone(),
+        );
+        metrics
+    }
+
+    /// Sets `csv_count` to the number of (non-copied) CSVs.
+    pub(crate) fn set_csv_count(&self, count: usize) {
+        self.csv_count.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one upgrade (a CSV moving to Replacing).
+    pub(crate) fn count_upgrade(&self) {
+        self.csv_upgrade_count.inc();
+    }
+
+    /// Records the phase of `csv` as `status` says: `csv_succeeded` 1 or 0,
+    /// and `csv_abnormal` 1 while not Succeeded (the previous series of the
+    /// CSV deleted when phase or reason changed).
+    pub(crate) fn observe_csv(
+        &self,
+        csv: &ClusterServiceVersion,
+        status: &olm_api::csv::ClusterServiceVersionStatus,
+    ) {
+        let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+        let name = csv.metadata.name.clone().unwrap_or_default();
+        let version = csv
+            .spec
+            .version
+            .as_ref()
+            .map(|v| v.0.clone())
+            .unwrap_or_default();
+        let phase = csv_status::phase_of(status);
+        let succeeded = phase == olm_api::csv::CsvPhase::SUCCEEDED;
+        self.csv_succeeded
+            .get_or_create(&CsvLabels {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                version: version.clone(),
+            })
+            .set(i64::from(succeeded));
+
+        let mut series = self
+            .abnormal_series
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let key = (namespace.clone(), name.clone());
+        if let Some(previous) = series.remove(&key) {
+            self.csv_abnormal.remove(&previous);
+        }
+        if !succeeded {
+            let labels = AbnormalLabels {
+                namespace,
+                name,
+                version,
+                phase: phase.to_string(),
+                reason: csv_status::reason_of(status).to_string(),
+            };
+            self.csv_abnormal.get_or_create(&labels).set(1);
+            series.insert(key, labels);
+        }
+    }
+
+    /// Drops every series of a CSV that is gone.
+    pub(crate) fn forget_csv(&self, csv: &ClusterServiceVersion) {
+        let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+        let name = csv.metadata.name.clone().unwrap_or_default();
+        let version = csv
+            .spec
+            .version
+            .as_ref()
+            .map(|v| v.0.clone())
+            .unwrap_or_default();
+        self.csv_succeeded.remove(&CsvLabels {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            version,
+        });
+        let mut series = self
+            .abnormal_series
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(previous) = series.remove(&(namespace, name)) {
+            self.csv_abnormal.remove(&previous);
+        }
+    }
+}

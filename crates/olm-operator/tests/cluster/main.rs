@@ -1,0 +1,183 @@
+//! olm-operator's controllers against a real control plane (kube-apiserver,
+//! controller-manager, scheduler and kwok from `olm-testkit`), one test
+//! binary so the control plane starts once. Each test runs the controllers
+//! in-process, watching only its own throwaway namespace, and asserts on the
+//! state of the world.
+
+// Helpers of a test binary: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod csv_lifecycle;
+
+use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Api, Client};
+use olm_operator::{
+    controller::{self, ControllerConfig},
+    metrics::OperatorMetrics,
+};
+use olm_runtime::{admin::Readiness, metrics::MetricsRegistry};
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+/// How long a CRD may take to become Established.
+const ESTABLISHED: Duration = Duration::from_secs(30);
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Installs a log subscriber that the test harness captures, once.
+pub(crate) fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "olm_operator=debug".into()),
+        )
+        .try_init();
+}
+
+/// Applies OLM's CRDs from `deploy/crds` once per test binary and waits
+/// until they are Established.
+pub(crate) async fn olm_crds_installed() {
+    static INSTALLED: OnceCell<()> = OnceCell::const_new();
+    INSTALLED
+        .get_or_init(|| async {
+            let plane = olm_testkit::control_plane();
+            let output = plane
+                .kubectl()
+                .args(["apply", "--server-side", "-f"])
+                .arg(workspace_root().join("deploy/crds"))
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "kubectl apply -f deploy/crds: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let client = plane.client().await;
+            for crd in olm_api::crd::all() {
+                wait_established(&client, crd.metadata.name.as_deref().unwrap_or_default()).await;
+            }
+        })
+        .await;
+}
+
+/// Waits until the CRD `name` is Established.
+pub(crate) async fn wait_established(client: &Client, name: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    eventually(&format!("CRD {name} Established"), ESTABLISHED, || {
+        let crds = crds.clone();
+        async move {
+            let crd = crds.get(name).await.map_err(|err| err.to_string())?;
+            let conditions = crd
+                .status
+                .and_then(|status| status.conditions)
+                .unwrap_or_default();
+            conditions
+                .iter()
+                .find(|c| c.type_ == "Established" && c.status == "True")
+                .map(|_| ())
+                .ok_or_else(|| format!("{conditions:?}"))
+        }
+    })
+    .await;
+}
+
+/// Polls `check` until it returns `Ok`, failing the test with the last
+/// error after `deadline`.
+pub(crate) async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut last = String::from("not checked yet");
+    while started.elapsed() < deadline {
+        match check().await {
+            Ok(value) => return value,
+            Err(error) => last = error,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within {deadline:?}; last: {last}");
+}
+
+/// The controllers of olm-operator running in this test, watching one
+/// namespace; stopped when dropped.
+pub(crate) struct RunningOperator {
+    pub(crate) registry: Arc<std::sync::Mutex<MetricsRegistry>>,
+    pub(crate) readiness: Readiness,
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningOperator {
+    /// Starts the controllers for `namespace`.
+    pub(crate) async fn start(namespace: &str) -> Self {
+        let client = olm_testkit::control_plane().client().await;
+        let mut registry = MetricsRegistry::default();
+        let metrics = OperatorMetrics::register(&mut registry);
+        let readiness = Readiness::default();
+        let shutdown = CancellationToken::new();
+        let config = ControllerConfig {
+            watched_namespaces: vec![namespace.to_owned()],
+            ..ControllerConfig::default()
+        };
+        let task = tokio::spawn({
+            let readiness = readiness.clone();
+            let shutdown = shutdown.clone();
+            async move {
+                controller::run(client, config, metrics, readiness, shutdown)
+                    .await
+                    .unwrap();
+            }
+        });
+        let running = Self {
+            registry: Arc::new(std::sync::Mutex::new(registry)),
+            readiness,
+            shutdown,
+            task: Some(task),
+        };
+        // `run` registers its gates when it starts; registering one of them
+        // here first makes the wait below mean "every cache is warm".
+        let _ = running.readiness.gate("cache:ClusterServiceVersion");
+        let readiness = running.readiness.clone();
+        eventually("controllers ready", Duration::from_secs(30), || {
+            let readiness = readiness.clone();
+            async move {
+                if readiness.is_ready() {
+                    Ok(())
+                } else {
+                    Err(format!("unmet: {:?}", readiness.unmet()))
+                }
+            }
+        })
+        .await;
+        running
+    }
+
+    /// The metrics as `/metrics` would serve them.
+    pub(crate) fn metrics_text(&self) -> String {
+        self.registry.lock().unwrap().encode().unwrap()
+    }
+
+    /// Stops the controllers and waits for them to drain.
+    pub(crate) async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(20), task)
+                .await
+                .expect("controllers stop within 20 s")
+                .unwrap();
+        }
+    }
+}
+
+impl Drop for RunningOperator {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
