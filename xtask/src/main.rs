@@ -26,7 +26,7 @@ struct Cli {
 enum Task {
     /// Write the CRD YAML generated from olm-api into deploy/crds and charts/olm/crds.
     Crds,
-    /// Regenerate committed generated code (protobuf bindings of the bus events).
+    /// Regenerate committed generated code (protobuf bindings of the bus events and the registry API).
     Codegen,
     /// Install the pinned control-plane binaries (kube-apiserver, etcd, kwok, NATS, registry) into the cache.
     Envtest(envtest::EnvtestArgs),
@@ -83,27 +83,25 @@ fn crds() -> Result<()> {
     Ok(())
 }
 
+/// Crates whose generated code is owned by a `codegen_fresh` test.
+const CODEGEN_CRATES: &[&str] = &["olm-bus", "olm-registry"];
+
 fn codegen() -> Result<()> {
-    // The freshness test owns the generator: blessing it rewrites the files,
-    // so the generator and its check can never disagree.
+    // Each freshness test owns its generator: blessing it rewrites the files,
+    // so a generator and its check can never disagree.
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .current_dir(workspace_root())
-        .args([
-            "test",
-            "--quiet",
-            "-p",
-            "olm-bus",
-            "--test",
-            "codegen_fresh",
-        ])
-        .env("OLM_BLESS", "1")
-        .status()
-        .context("running cargo test")?;
-    if !status.success() {
-        bail!("regenerating protobuf code failed ({status})");
+    for krate in CODEGEN_CRATES {
+        let status = Command::new(&cargo)
+            .current_dir(workspace_root())
+            .args(["test", "--quiet", "-p", krate, "--test", "codegen_fresh"])
+            .env("OLM_BLESS", "1")
+            .status()
+            .context("running cargo test")?;
+        if !status.success() {
+            bail!("regenerating the protobuf code of {krate} failed ({status})");
+        }
+        println!("regenerated crates/{krate}/src/gen");
     }
-    println!("regenerated crates/olm-bus/src/gen");
     Ok(())
 }
 

@@ -1,0 +1,324 @@
+//! Malformed catalogs are reported, not crashed on; limits are named and hold;
+//! bad requests get the right status codes.
+
+use olm_registry::{CatalogIndex, IndexError, IndexLimits, IndexOptions, MAX_NAME_BYTES, api};
+
+use crate::fixtures::{bundle, catalog, channel, code, package, serve, serve_index};
+
+fn build(dir: &std::path::Path) -> Result<CatalogIndex, IndexError> {
+    CatalogIndex::build(dir, &IndexOptions::default())
+}
+
+fn build_limited(dir: &std::path::Path, limits: IndexLimits) -> Result<CatalogIndex, IndexError> {
+    CatalogIndex::build(
+        dir,
+        &IndexOptions {
+            limits,
+            ..IndexOptions::default()
+        },
+    )
+}
+
+fn problems(result: Result<CatalogIndex, IndexError>) -> Vec<String> {
+    match result {
+        Err(IndexError::Invalid { problems, total }) => {
+            assert!(total >= problems.len());
+            problems.iter().map(ToString::to_string).collect()
+        }
+        Err(other) => panic!("expected an invalid catalog, got: {other}"),
+        Ok(_) => panic!("expected an invalid catalog, but it was indexed"),
+    }
+}
+
+fn valid_package(name: &str) -> String {
+    [
+        package(name, "stable"),
+        channel(name, "stable", &format!(r#"[{{"name":"{name}.v1.0.0"}}]"#)),
+        bundle(name, &format!("{name}.v1.0.0"), "1.0.0", ""),
+    ]
+    .join("\n")
+}
+
+#[test]
+fn malformed_documents_are_reported_with_file_and_line() {
+    let dir = catalog(&[
+        ("good/catalog.json", &valid_package("good")),
+        // A JSON syntax error on line 3: the rest of the file cannot be followed.
+        (
+            "broken-json/catalog.json",
+            "{\"schema\":\"olm.package\",\n\"name\":\"x\",\n\"defaultChannel\": stable}\n",
+        ),
+        // A YAML syntax error in the second document.
+        (
+            "broken-yaml/catalog.yaml",
+            "---\nschema: olm.package\nname: y\ndefaultChannel: stable\n---\nschema: [unclosed\n",
+        ),
+        // Valid JSON, but an OLM document of the wrong shape.
+        (
+            "wrong-shape/catalog.json",
+            r#"{"schema":"olm.channel","package":"good","name":"beta","entries":"all of them"}"#,
+        ),
+        // No schema at all.
+        ("no-schema/catalog.json", r#"{"name":"orphan"}"#),
+        // Binary noise.
+        ("noise.bin", "\u{0}\u{1}\u{2}\u{3}garbage\u{7f}"),
+    ]);
+    let found = problems(build(dir.path()));
+    let joined = found.join("\n");
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("broken-json/catalog.json:3: invalid json")),
+        "{joined}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("broken-yaml/catalog.yaml:") && p.contains("invalid yaml")),
+        "{joined}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("wrong-shape/catalog.json:1: parse olm.channel")),
+        "{joined}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("missing root schema field")),
+        "{joined}"
+    );
+    assert!(found.iter().any(|p| p.starts_with("noise.bin")), "{joined}");
+}
+
+#[test]
+fn inconsistent_models_are_reported_in_upstreams_words() {
+    let dir = catalog(&[(
+        "bad/catalog.json",
+        &[
+            package("bad", "stable"),
+            package("bad", "stable"),
+            // Two heads; and an entry with no bundle.
+            channel(
+                "bad",
+                "stable",
+                r#"[{"name":"bad.v1.0.0"},{"name":"bad.v2.0.0"},{"name":"bad.v3.0.0"}]"#,
+            ),
+            channel("nowhere", "stable", r#"[]"#),
+            bundle("bad", "bad.v1.0.0", "1.0.0", ""),
+            bundle("bad", "bad.v2.0.0", "not-semver", ""),
+            bundle("bad", "bad.v4.0.0", "4.0.0", ""),
+            package("Not_A_Label", "stable"),
+        ]
+        .join("\n"),
+    )]);
+    let found = problems(build(dir.path()));
+    let joined = found.join("\n");
+    for expected in [
+        r#"duplicate package "bad""#,
+        r#"unknown package "nowhere" for channel "stable""#,
+        r#"error parsing bundle "bad.v2.0.0" version "not-semver""#,
+        "multiple channel heads found in graph: bad.v1.0.0, bad.v2.0.0, bad.v3.0.0",
+        r#"no olm.bundle blobs found in package "bad" for olm.channel entries [bad.v3.0.0]"#,
+        r#"package "bad", bundle "bad.v4.0.0" not found in any channel entries"#,
+        r#"invalid package name "Not_A_Label""#,
+    ] {
+        assert!(
+            joined.contains(expected),
+            "missing {expected:?} in:\n{joined}"
+        );
+    }
+    // Every problem names its file and line.
+    assert!(
+        found.iter().all(|p| p.starts_with("bad/catalog.json:")),
+        "{joined}"
+    );
+}
+
+#[test]
+fn limits_are_named_when_exceeded() {
+    let dir = catalog(&[
+        ("a/catalog.json", &valid_package("a")),
+        ("b/catalog.json", &valid_package("b")),
+        ("c/catalog.json", &valid_package("c")),
+    ]);
+    let limit_field = |result: Result<CatalogIndex, IndexError>| match result {
+        Err(IndexError::LimitExceeded { field, .. }) => field,
+        Err(other) => panic!("expected a limit error, got: {other}"),
+        Ok(_) => panic!("expected a limit error, but the catalog was indexed"),
+    };
+    let cases: [(IndexLimits, &str); 6] = [
+        (
+            IndexLimits {
+                max_files: 2,
+                ..IndexLimits::default()
+            },
+            "max_files",
+        ),
+        (
+            IndexLimits {
+                max_packages: 2,
+                ..IndexLimits::default()
+            },
+            "max_packages",
+        ),
+        (
+            IndexLimits {
+                max_bundles: 2,
+                ..IndexLimits::default()
+            },
+            "max_bundles",
+        ),
+        (
+            IndexLimits {
+                max_channel_entries: 2,
+                ..IndexLimits::default()
+            },
+            "max_channel_entries",
+        ),
+        (
+            IndexLimits {
+                max_documents: 5,
+                ..IndexLimits::default()
+            },
+            "max_documents",
+        ),
+        (
+            IndexLimits {
+                max_document_bytes: 100,
+                ..IndexLimits::default()
+            },
+            "max_document_bytes",
+        ),
+    ];
+    for (limits, field) in cases {
+        assert_eq!(limit_field(build_limited(dir.path(), limits)), field);
+    }
+    let err = build_limited(
+        dir.path(),
+        IndexLimits {
+            max_total_bytes: 10,
+            ..IndexLimits::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "catalog exceeds the limit of 10 bytes in all files (IndexLimits::max_total_bytes)"
+    );
+}
+
+#[test]
+fn an_unterminated_huge_document_is_refused_not_buffered() {
+    // An object that never closes: the indexer must stop at the document
+    // limit instead of reading the whole file into memory.
+    let mut text = String::from("{\"schema\":\"olm.bundle\",\"name\":\"");
+    text.push_str(&"x".repeat(3 << 20));
+    let dir = catalog(&[("huge/catalog.json", &text)]);
+    let err = build_limited(
+        dir.path(),
+        IndexLimits {
+            max_document_bytes: 1 << 20,
+            ..IndexLimits::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            IndexError::LimitExceeded {
+                field: "max_document_bytes",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_path_that_is_not_a_directory_is_refused() {
+    let dir = catalog(&[("file.json", "{}")]);
+    let err = build(&dir.path().join("file.json")).unwrap_err();
+    assert!(matches!(err, IndexError::NotADirectory { .. }), "{err}");
+    let err = build(&dir.path().join("missing")).unwrap_err();
+    assert!(matches!(err, IndexError::Read { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn bad_requests_get_invalid_argument_and_unknown_names_not_found() {
+    let dir = catalog(&[("app/catalog.json", &valid_package("app"))]);
+    let (_server, client) = serve(dir.path()).await;
+    let huge = "a".repeat(MAX_NAME_BYTES + 1);
+
+    let err = client.get_package("").await.unwrap_err();
+    assert_eq!(code(&err), tonic::Code::InvalidArgument);
+    let err = client.get_package(&huge).await.unwrap_err();
+    assert_eq!(code(&err), tonic::Code::InvalidArgument);
+    assert!(
+        !err.to_string().contains(&huge),
+        "a huge name is not echoed back"
+    );
+    let err = client
+        .get_bundle("app", "", "app.v1.0.0")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), tonic::Code::InvalidArgument);
+    let err = client
+        .get_bundle_for_channel("app", &huge)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), tonic::Code::InvalidArgument);
+    let err = client
+        .get_channel_entries_that_replace("")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), tonic::Code::InvalidArgument);
+    let err = client
+        .get_default_bundle_that_provides(olm_registry::GvkQuery::new("", "", "Kind"))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), tonic::Code::InvalidArgument);
+
+    let err = client.get_package("nope").await.unwrap_err();
+    assert_eq!(code(&err), tonic::Code::NotFound);
+    let err = client
+        .get_bundle_for_channel("nope", "stable")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), tonic::Code::NotFound);
+    let err = client
+        .get_bundle_that_replaces("app.v0.9.0", "nope", "stable")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), tonic::Code::NotFound);
+    assert!(err.to_string().contains("package nope not found"));
+}
+
+#[tokio::test]
+async fn a_catalog_changed_after_indexing_is_reported_not_served_as_garbage() {
+    let dir = catalog(&[("app/catalog.json", &valid_package("app"))]);
+    let index = build(dir.path()).unwrap();
+    let (_server, client) = serve_index(index).await;
+    std::fs::write(
+        dir.path().join("app/catalog.json"),
+        format!(
+            "{}\n{}",
+            valid_package("app"),
+            r#"{"schema":"example.com.more"}"#
+        ),
+    )
+    .unwrap();
+    let err = client
+        .get_bundle_for_channel("app", "stable")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), tonic::Code::Internal);
+    assert!(
+        err.to_string().contains("changed after it was indexed"),
+        "{err}"
+    );
+    // Answers from the index alone still work.
+    let package: api::Package = client.get_package("app").await.unwrap();
+    assert_eq!(package.channels[0].csv_name, "app.v1.0.0");
+}
