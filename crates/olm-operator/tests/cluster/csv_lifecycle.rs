@@ -366,7 +366,11 @@ async fn csv_installs_through_every_phase_to_succeeded() {
         );
 
         // Upstream's metrics.
-        let text = operator.metrics_text();
+        let text = metrics_until(&operator, |text| {
+            text.lines()
+                .any(|l| l.starts_with("csv_succeeded{") && l.contains(&namespace))
+        })
+        .await;
         let succeeded = text
             .lines()
             .find(|l| l.starts_with("csv_succeeded{") && l.contains(&namespace))
@@ -379,6 +383,23 @@ async fn csv_installs_through_every_phase_to_succeeded() {
 
     operator.stop().await;
     delete_crd(&client, &crd).await;
+}
+
+/// The metrics text once `ready` holds: a reconcile records metrics after it
+/// writes status, so a series may trail the phase a test just saw.
+async fn metrics_until(operator: &RunningOperator, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = operator.metrics_text();
+        if ready(&text) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expected series missing after 10 s:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
@@ -402,13 +423,14 @@ async fn csv_without_operator_group_fails_then_recovers() {
             phase_and_reason(&csv).2,
             "csv in namespace with no operatorgroups"
         );
-        let text = operator.metrics_text();
-        assert!(
-            text.lines().any(|l| l.starts_with("csv_abnormal{")
-                && l.contains("reason=\"NoOperatorGroup\"")
-                && l.contains(&namespace)),
-            "{text}"
-        );
+        metrics_until(&operator, |text| {
+            text.lines().any(|l| {
+                l.starts_with("csv_abnormal{")
+                    && l.contains("reason=\"NoOperatorGroup\"")
+                    && l.contains(&namespace)
+            })
+        })
+        .await;
 
         Api::<OperatorGroup>::namespaced(client.clone(), &namespace)
             .create(&PostParams::default(), &own_namespace_group(&namespace))
