@@ -52,6 +52,20 @@ impl EventRecorder {
             .await
     }
 
+    /// Publishes a Warning event whose note is already text (for example an
+    /// upstream phase message such as `install timeout`), cut to
+    /// [`MAX_NOTE_BYTES`].
+    pub async fn warning_note(
+        &self,
+        regarding: &ObjectReference,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) -> Result<()> {
+        self.publish(regarding, EventType::Warning, reason, action, note)
+            .await
+    }
+
     /// Publishes a Warning event whose note is `error` followed by each of its
     /// sources (`failed to apply ConfigMap x: connection refused`), cut to
     /// [`MAX_NOTE_BYTES`]. Use the error's category as `reason`.

@@ -1,36 +1,25 @@
-//! Kubernetes Events on CSVs and OperatorGroups.
-//!
-//! `olm_runtime::events::EventRecorder::warning` holds a
-//! `&dyn std::error::Error` (not `Sync`) across an await, so its future is
-//! not `Send` and cannot run in a spawned reconcile; this thin wrapper over
-//! kube's recorder takes the note as text instead (callers format errors with
-//! `olm_runtime::events::error_chain`), cut with olm-runtime's
-//! `truncate_note`.
+//! Kubernetes Events on CSVs and OperatorGroups, through olm-runtime's
+//! recorder. An Event that cannot be recorded is logged and never fails the
+//! reconcile that tried to record it.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use olm_runtime::events::truncate_note;
+use olm_runtime::events::EventRecorder;
 
-/// Publishes Events as `olm-operator`.
-#[derive(Clone)]
+/// Records Events for olm-operator's controllers.
+#[derive(Clone, Debug)]
 pub(crate) struct Events {
-    recorder: Recorder,
+    recorder: EventRecorder,
 }
 
 impl Events {
+    /// A recorder reporting as `controller`.
     pub(crate) fn new(client: kube::Client, controller: &str) -> Self {
         Self {
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: controller.to_owned(),
-                    instance: None,
-                },
-            ),
+            recorder: EventRecorder::new(client, controller, None),
         }
     }
 
-    /// A Normal event.
+    /// A Normal event with a text note.
     pub(crate) async fn normal(
         &self,
         regarding: &ObjectReference,
@@ -38,17 +27,12 @@ impl Events {
         action: &str,
         note: &str,
     ) {
-        self.publish(
-            regarding,
-            EventType::Normal,
-            reason,
-            action,
-            note.to_owned(),
-        )
-        .await;
+        let recorded = self.recorder.normal(regarding, reason, action, note).await;
+        log_failure(reason, recorded);
     }
 
-    /// A Warning event whose note is the text given.
+    /// A Warning event with a text note (callers render errors with
+    /// `olm_runtime::events::error_chain`).
     pub(crate) async fn warning(
         &self,
         regarding: &ObjectReference,
@@ -56,38 +40,20 @@ impl Events {
         action: &str,
         note: &str,
     ) {
-        self.publish(
-            regarding,
-            EventType::Warning,
-            reason,
-            action,
-            note.to_owned(),
-        )
-        .await;
+        let recorded = self
+            .recorder
+            .warning_note(regarding, reason, action, note)
+            .await;
+        log_failure(reason, recorded);
     }
+}
 
-    async fn publish(
-        &self,
-        regarding: &ObjectReference,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(truncate_note(&note).into_owned()),
-            action: action.to_owned(),
-            secondary: None,
-        };
-        // An Event that cannot be recorded must not fail the reconcile.
-        if let Err(error) = self.recorder.publish(&event, regarding).await {
-            tracing::warn!(
-                reason,
-                error = &error as &dyn std::error::Error,
-                "cannot record event"
-            );
-        }
+fn log_failure(reason: &str, recorded: olm_runtime::Result<()>) {
+    if let Err(error) = recorded {
+        tracing::warn!(
+            reason,
+            error = &error as &dyn std::error::Error,
+            "cannot record event"
+        );
     }
 }
