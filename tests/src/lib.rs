@@ -13,23 +13,7 @@ use std::{
 /// beside the repository). `None`, after saying so, when it is missing outside
 /// CI; in CI (`CI` set) a missing corpus fails the test loudly.
 pub fn testdata() -> Option<PathBuf> {
-    let dir = std::env::var_os("OLM_TESTDATA").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata"),
-        PathBuf::from,
-    );
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "test data not found at {} (set OLM_TESTDATA); it is required in CI",
-        dir.display()
-    );
-    println!(
-        "skipping: test data not found at {} (set OLM_TESTDATA)",
-        dir.display()
-    );
-    None
+    olm_testkit::testdata()
 }
 
 /// The workspace root.

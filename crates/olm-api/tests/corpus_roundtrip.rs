@@ -140,17 +140,7 @@ fn shipped_schemas() -> BTreeMap<(String, String), Value> {
 /// The test data folder: `OLM_TESTDATA` when set (then it must exist), else
 /// `../shared/testdata` next to the workspace if present.
 fn testdata_root() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("OLM_TESTDATA") {
-        let root = PathBuf::from(path);
-        assert!(
-            root.is_dir(),
-            "OLM_TESTDATA={} is not a directory",
-            root.display()
-        );
-        return Some(root);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata");
-    root.is_dir().then_some(root)
+    olm_testkit::testdata()
 }
 
 #[test]

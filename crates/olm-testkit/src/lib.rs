@@ -18,8 +18,10 @@ pub mod nats;
 mod pki;
 mod process;
 pub mod registry;
+mod testdata;
 
 pub use control_plane::{
     ControlPlane, ControlPlaneTimings, KWOK_NODE_NAME, TestNamespace, control_plane,
 };
 pub use error::Error;
+pub use testdata::testdata;

@@ -8,25 +8,7 @@ use std::path::PathBuf;
 /// next to the repository). `None` (after saying so) when it is missing and
 /// the tests run outside CI; a missing directory fails the test in CI.
 pub fn testdata() -> Option<PathBuf> {
-    let dir = std::env::var_os("OLM_TESTDATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata")
-        });
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "test data not found at {} (set OLM_TESTDATA); it is required in CI",
-            dir.display()
-        );
-    }
-    println!(
-        "skipping: test data not found at {} (set OLM_TESTDATA)",
-        dir.display()
-    );
-    None
+    olm_testkit::testdata()
 }
 
 /// Reads a YAML file into JSON.

@@ -10,22 +10,7 @@ use olm_registry::{
 /// The shared test data folder, or `None` (with a printed reason) when it is
 /// absent and `CI` is not set. Under CI a missing folder fails the test.
 pub(crate) fn testdata() -> Option<PathBuf> {
-    let dir = std::env::var_os("OLM_TESTDATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "test data not found at {} (set OLM_TESTDATA)",
-        dir.display()
-    );
-    eprintln!(
-        "skipping: test data not found at {} (set OLM_TESTDATA)",
-        dir.display()
-    );
-    None
+    olm_testkit::testdata()
 }
 
 /// A real catalog directory by name, or `None` when the test data is absent.
