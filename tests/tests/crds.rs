@@ -10,19 +10,18 @@
 // Helpers of a test binary: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use std::{collections::BTreeMap, path::Path, process::Output, time::Duration};
+use std::{collections::BTreeMap, path::Path, process::Output};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
-    Api, Client,
+    Api,
     api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
 };
 use olm_api::csv::ClusterServiceVersion;
-use olm_e2e::{eventually, files_ending_with, read_yaml, testdata, workspace_root};
+use olm_e2e::{files_ending_with, read_yaml, testdata, workspace_root};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-const ESTABLISHED: Duration = Duration::from_secs(30);
 const ORACLE_GROUP: &str = "upstream-oracle.olm.test";
 
 /// Installs our CRDs with `kubectl apply` (as a user would, from the checked-in
@@ -31,18 +30,7 @@ async fn installed() {
     static INSTALLED: OnceCell<()> = OnceCell::const_new();
     INSTALLED
         .get_or_init(|| async {
-            let plane = olm_testkit::control_plane();
-            let output = plane
-                .kubectl()
-                .args(["apply", "--server-side", "-f"])
-                .arg(workspace_root().join("deploy/crds"))
-                .output()
-                .expect("kubectl runs");
-            assert_success("kubectl apply -f deploy/crds", &output);
-            let client = plane.client().await;
-            for crd in olm_api::crd::all() {
-                wait_established(&client, crd.metadata.name.as_deref().unwrap_or_default()).await;
-            }
+            olm_testkit::control_plane().install_crds(&workspace_root().join("deploy/crds"));
         })
         .await;
 }
@@ -54,26 +42,6 @@ fn assert_success(what: &str, output: &Output) {
         String::from_utf8_lossy(&output.stderr),
         String::from_utf8_lossy(&output.stdout)
     );
-}
-
-async fn wait_established(client: &Client, name: &str) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    eventually(&format!("CRD {name} Established"), ESTABLISHED, || {
-        let crds = crds.clone();
-        async move {
-            let crd = crds.get(name).await.map_err(|err| err.to_string())?;
-            let conditions = crd
-                .status
-                .and_then(|status| status.conditions)
-                .unwrap_or_default();
-            conditions
-                .iter()
-                .find(|c| c.type_ == "Established" && c.status == "True")
-                .map(|_| ())
-                .ok_or_else(|| format!("{conditions:?}"))
-        }
-    })
-    .await;
 }
 
 #[tokio::test]
@@ -230,7 +198,7 @@ async fn every_corpus_csv_is_stored_as_upstream_stores_it() {
     )
     .await
     .unwrap();
-    wait_established(&client, oracle.metadata.name.as_deref().unwrap()).await;
+    plane.wait_crd_established(oracle.metadata.name.as_deref().unwrap());
 
     let namespace = plane.namespace("e2e-corpus-csv").await;
     let ours: Api<DynamicObject> = Api::namespaced_with(

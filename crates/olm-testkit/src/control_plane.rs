@@ -32,6 +32,8 @@ const WORKLOADS_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Set this variable to keep the control plane's folder (state and component
 /// logs) after the test process exits.
 pub(crate) const KEEP_ENV: &str = "OLM_TESTKIT_KEEP";
+/// How long a newly applied CRD may take to become Established.
+pub const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(60);
 /// Where the control plane keeps its state when the folder exists.
 const SHARED_MEMORY_DIR: &str = "/dev/shm";
 /// The fake node kwok manages.
@@ -290,6 +292,59 @@ impl ControlPlane {
         let mut command = std::process::Command::new(binary);
         command.arg(format!("--kubeconfig={}", self.kubeconfig.display()));
         command
+    }
+
+    /// Applies every CRD manifest in `dir` (server-side, as a user would with
+    /// `kubectl apply`) and waits until each one is Established. Panics with
+    /// kubectl's own words when either step fails.
+    pub fn install_crds(&self, dir: &Path) {
+        let dir = dir.display().to_string();
+        self.kubectl_ok(&["apply", "--server-side", "-f", &dir]);
+        let names = self.kubectl_ok(&["get", "-f", &dir, "-o", "name"]);
+        for name in names.lines().filter_map(|line| line.split_once('/')) {
+            self.wait_crd_established(name.1);
+        }
+    }
+
+    /// Waits until the CRD `name` is Established; panics after
+    /// [`CRD_ESTABLISHED_TIMEOUT`] with the last status seen. (Polls:
+    /// `kubectl wait` fails outright while a new CRD has no conditions yet.)
+    pub fn wait_crd_established(&self, name: &str) {
+        let started = Instant::now();
+        loop {
+            let crd = self.kubectl_ok(&["get", &format!("crd/{name}"), "-o", "json"]);
+            let crd: serde_json::Value = serde_json::from_str(&crd)
+                .unwrap_or_else(|err| panic!("kubectl printed no JSON for crd/{name}: {err}"));
+            let conditions = &crd["status"]["conditions"];
+            let established = conditions.as_array().is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
+            if established {
+                return;
+            }
+            assert!(
+                started.elapsed() < CRD_ESTABLISHED_TIMEOUT,
+                "CRD {name} not Established after {CRD_ESTABLISHED_TIMEOUT:?} (conditions {conditions})"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn kubectl_ok(&self, args: &[&str]) -> String {
+        let output = self
+            .kubectl()
+            .args(args)
+            .output()
+            .unwrap_or_else(|err| panic!("cannot run kubectl {args:?}: {err}"));
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stderr),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     /// Creates a namespace named `<prefix>-<random>` for one test; it is

@@ -21,7 +21,8 @@ pub mod registry;
 mod testdata;
 
 pub use control_plane::{
-    ControlPlane, ControlPlaneTimings, KWOK_NODE_NAME, TestNamespace, control_plane,
+    CRD_ESTABLISHED_TIMEOUT, ControlPlane, ControlPlaneTimings, KWOK_NODE_NAME, TestNamespace,
+    control_plane,
 };
 pub use error::Error;
 pub use testdata::testdata;

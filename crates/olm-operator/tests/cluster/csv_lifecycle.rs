@@ -18,7 +18,7 @@ use kube::{
 use olm_api::{csv::ClusterServiceVersion, operator_group::OperatorGroup};
 use serde_json::json;
 
-use crate::{RunningOperator, eventually, init_logs, olm_crds_installed, wait_established};
+use crate::{RunningOperator, eventually, init_logs, olm_crds_installed};
 
 /// How long a CSV may take to reach a phase (the Deployment becomes
 /// Available about 0.2 s after creation under kwok).
@@ -56,7 +56,7 @@ async fn create_widget_crd(client: &Client, namespace: &str) -> String {
         .create(&PostParams::default(), &crd)
         .await
         .unwrap();
-    wait_established(client, &name).await;
+    olm_testkit::control_plane().wait_crd_established(&name);
     name
 }
 

@@ -11,8 +11,6 @@ mod csv_lifecycle;
 
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{Api, Client};
 use olm_operator::{
     controller::{self, ControllerConfig},
     metrics::OperatorMetrics,
@@ -20,9 +18,6 @@ use olm_operator::{
 use olm_runtime::{admin::Readiness, metrics::MetricsRegistry};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
-
-/// How long a CRD may take to become Established.
-const ESTABLISHED: Duration = Duration::from_secs(30);
 
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -45,45 +40,9 @@ pub(crate) async fn olm_crds_installed() {
     static INSTALLED: OnceCell<()> = OnceCell::const_new();
     INSTALLED
         .get_or_init(|| async {
-            let plane = olm_testkit::control_plane();
-            let output = plane
-                .kubectl()
-                .args(["apply", "--server-side", "-f"])
-                .arg(workspace_root().join("deploy/crds"))
-                .output()
-                .unwrap();
-            assert!(
-                output.status.success(),
-                "kubectl apply -f deploy/crds: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let client = plane.client().await;
-            for crd in olm_api::crd::all() {
-                wait_established(&client, crd.metadata.name.as_deref().unwrap_or_default()).await;
-            }
+            olm_testkit::control_plane().install_crds(&workspace_root().join("deploy/crds"));
         })
         .await;
-}
-
-/// Waits until the CRD `name` is Established.
-pub(crate) async fn wait_established(client: &Client, name: &str) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    eventually(&format!("CRD {name} Established"), ESTABLISHED, || {
-        let crds = crds.clone();
-        async move {
-            let crd = crds.get(name).await.map_err(|err| err.to_string())?;
-            let conditions = crd
-                .status
-                .and_then(|status| status.conditions)
-                .unwrap_or_default();
-            conditions
-                .iter()
-                .find(|c| c.type_ == "Established" && c.status == "True")
-                .map(|_| ())
-                .ok_or_else(|| format!("{conditions:?}"))
-        }
-    })
-    .await;
 }
 
 /// Polls `check` until it returns `Ok`, failing the test with the last
