@@ -45,6 +45,18 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run a benchmark scenario and print its figures (`cargo xtask bench --list` names them).
+    Bench {
+        /// The scenario, for example `catalog` or `resolve`.
+        #[arg(required_unless_present = "list")]
+        scenario: Option<String>,
+        /// List the scenarios and the bench targets they run.
+        #[arg(long)]
+        list: bool,
+        /// Extra arguments passed to the bench binary.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Install what is missing, then run every test in the workspace.
     Test {
         /// Extra arguments passed to `cargo test`.
@@ -61,6 +73,11 @@ fn main() -> Result<()> {
         Task::Envtest(args) => envtest::install(&args),
         Task::Dev { dir } => dev(dir),
         Task::Run { service, args } => run(&service, &args),
+        Task::Bench {
+            scenario,
+            list,
+            args,
+        } => bench(scenario.as_deref(), list, &args),
         Task::Test { cargo_args } => test(&cargo_args),
     }
 }
@@ -168,6 +185,59 @@ fn run(service: &str, args: &[String]) -> Result<()> {
     let status = command.status().context("running cargo run")?;
     if !status.success() {
         bail!("{service} exited with {status}");
+    }
+    Ok(())
+}
+
+/// A benchmark scenario: a `harness = false` bench target of one package
+/// that prints its own figures.
+struct Scenario {
+    name: &'static str,
+    package: &'static str,
+    bench: &'static str,
+    what: &'static str,
+}
+
+/// Every scenario `cargo xtask bench` knows. A crate adds its bench target
+/// (`[[bench]] harness = false`) and one line here.
+const SCENARIOS: &[Scenario] = &[Scenario {
+    name: "catalog",
+    package: "olm-registry",
+    bench: "serve",
+    what: "registry start-up, first ListPackages, GetBundleForChannel latency and RSS on a large synthetic catalog",
+}];
+
+fn bench(scenario: Option<&str>, list: bool, args: &[String]) -> Result<()> {
+    if list {
+        for s in SCENARIOS {
+            println!(
+                "{:<14} cargo bench -p {} --bench {}\n{:<14} {}",
+                s.name, s.package, s.bench, "", s.what
+            );
+        }
+        return Ok(());
+    }
+    let name = scenario.context("a scenario name is required")?;
+    let Some(s) = SCENARIOS.iter().find(|s| s.name == name) else {
+        let known: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        bail!(
+            "unknown bench scenario {name:?}; known: {}",
+            known.join(", ")
+        );
+    };
+    let needs_cluster = matches!(s.name, "scale" | "packageserver" | "install");
+    if needs_cluster {
+        envtest::install(&envtest::EnvtestArgs::default())?;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["bench", "-p", s.package, "--bench", s.bench, "--"])
+        .args(args)
+        .status()
+        .context("running cargo bench")?;
+    if !status.success() {
+        bail!("bench {name} failed ({status})");
     }
     Ok(())
 }
