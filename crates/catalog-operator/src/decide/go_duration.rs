@@ -1,0 +1,266 @@
+//! Go's `time.Duration` text form, which upstream OLM reads from
+//! `spec.updateStrategy.registryPoll.interval` and from OperatorGroup
+//! annotations (`operatorframework.io/bundle-unpack-timeout`), and prints in
+//! messages ("Using the default value of 15m0s instead").
+
+use std::fmt::Write as _;
+
+use jiff::SignedDuration;
+
+/// Why a duration could not be read; the text is Go's error text, which
+/// upstream puts in status messages.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("time: {kind} {quoted}")]
+pub struct DurationError {
+    kind: &'static str,
+    quoted: String,
+}
+
+impl DurationError {
+    fn new(kind: &'static str, input: &str) -> Self {
+        Self {
+            kind,
+            quoted: go_quote(input),
+        }
+    }
+}
+
+/// The longest input considered; Go has no such limit, but nothing sensible
+/// is longer and it bounds the work done on hostile annotations.
+pub const MAX_DURATION_TEXT: usize = 64;
+
+const NANOS_PER: &[(&str, u128)] = &[
+    ("ns", 1),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("μs", 1_000),
+    ("ms", 1_000_000),
+    ("s", 1_000_000_000),
+    ("m", 60 * 1_000_000_000),
+    ("h", 3_600 * 1_000_000_000),
+];
+
+/// The largest magnitude Go's int64 nanoseconds hold.
+const MAX_NANOS: u128 = i64::MAX as u128;
+
+/// Parses a duration as Go's `time.ParseDuration` does: an optional sign, then
+/// one or more decimal numbers each followed by a unit (`ns`, `us`, `µs`,
+/// `ms`, `s`, `m`, `h`), for example `300ms`, `1.5h` or `2h45m`; a bare `0` is
+/// zero.
+pub fn parse(input: &str) -> Result<SignedDuration, DurationError> {
+    if input.len() > MAX_DURATION_TEXT {
+        return Err(DurationError::new("invalid duration", input));
+    }
+    let invalid = || DurationError::new("invalid duration", input);
+    let (negative, mut rest) = match input.as_bytes().first() {
+        Some(b'-') => (true, &input[1..]),
+        Some(b'+') => (false, &input[1..]),
+        _ => (false, input),
+    };
+    if rest == "0" {
+        return Ok(SignedDuration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total: u128 = 0;
+    while !rest.is_empty() {
+        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (int_part, after) = rest.split_at(int_len);
+        let (frac_part, after) = match after.strip_prefix('.') {
+            Some(after) => {
+                let frac_len = after.bytes().take_while(u8::is_ascii_digit).count();
+                after.split_at(frac_len)
+            }
+            None => ("", after),
+        };
+        if int_part.is_empty() && frac_part.is_empty() {
+            return Err(invalid());
+        }
+        let unit_len = after
+            .char_indices()
+            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
+            .map_or(after.len(), |(i, _)| i);
+        let (unit, after) = after.split_at(unit_len);
+        if unit.is_empty() {
+            return Err(DurationError::new("missing unit in duration", input));
+        }
+        let Some(&(_, scale)) = NANOS_PER.iter().find(|(name, _)| *name == unit) else {
+            return Err(DurationError {
+                kind: "unknown unit",
+                quoted: format!("{} in duration {}", go_quote(unit), go_quote(input)),
+            });
+        };
+        let whole: u128 = if int_part.is_empty() {
+            0
+        } else {
+            int_part.parse().map_err(|_| invalid())?
+        };
+        let mut nanos = whole.checked_mul(scale).ok_or_else(invalid)?;
+        if !frac_part.is_empty() {
+            // Go keeps the precision an int64 of nanoseconds allows.
+            let mut frac_nanos: u128 = 0;
+            let mut divisor: u128 = 1;
+            for digit in frac_part.bytes().take(30) {
+                frac_nanos = frac_nanos * 10 + u128::from(digit - b'0');
+                divisor *= 10;
+            }
+            nanos += frac_nanos * scale / divisor;
+        }
+        total = total.checked_add(nanos).ok_or_else(invalid)?;
+        if total > MAX_NANOS {
+            return Err(invalid());
+        }
+        rest = after;
+    }
+    let nanos = i64::try_from(total).map_err(|_| invalid())?;
+    let nanos = if negative { -nanos } else { nanos };
+    Ok(SignedDuration::from_nanos(nanos))
+}
+
+/// Formats a duration as Go's `Duration.String` does: `15m0s`, `1h30m0s`,
+/// `1.5s`, `300ms`, `0s`.
+pub fn format(duration: SignedDuration) -> String {
+    let nanos = duration.as_nanos();
+    if nanos == 0 {
+        return "0s".to_owned();
+    }
+    let mut out = String::new();
+    if nanos < 0 {
+        out.push('-');
+    }
+    let magnitude = nanos.unsigned_abs();
+    if magnitude < 1_000_000_000 {
+        // Below one second: the largest sub-second unit with a fraction.
+        let (scale, unit) = match magnitude {
+            n if n < 1_000 => (1, "ns"),
+            n if n < 1_000_000 => (1_000, "µs"),
+            _ => (1_000_000, "ms"),
+        };
+        push_fraction(&mut out, magnitude, scale);
+        out.push_str(unit);
+        return out;
+    }
+    let hours = magnitude / 3_600_000_000_000;
+    let minutes = (magnitude / 60_000_000_000) % 60;
+    let second_nanos = magnitude % 60_000_000_000;
+    if hours > 0 {
+        let _ = write!(out, "{hours}h");
+    }
+    if hours > 0 || minutes > 0 {
+        let _ = write!(out, "{minutes}m");
+    }
+    push_fraction(&mut out, second_nanos, 1_000_000_000);
+    out.push('s');
+    out
+}
+
+fn push_fraction(out: &mut String, value: u128, scale: u128) {
+    let whole = value / scale;
+    let fraction = value % scale;
+    let _ = write!(out, "{whole}");
+    if fraction > 0 {
+        let width = scale.ilog10() as usize;
+        let digits = format!("{fraction:0width$}");
+        let _ = write!(out, ".{}", digits.trim_end_matches('0'));
+    }
+}
+
+/// Go's `strconv.Quote` for the plain text we quote in errors.
+fn go_quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_go_parses() {
+        let cases = [
+            ("0", 0),
+            ("15m", 900_000_000_000),
+            ("1h30m", 5_400_000_000_000),
+            ("1.5h", 5_400_000_000_000),
+            ("300ms", 300_000_000),
+            ("-2s", -2_000_000_000),
+            ("+2s", 2_000_000_000),
+            ("1µs", 1_000),
+            ("1us", 1_000),
+            (".5s", 500_000_000),
+            ("5.s", 5_000_000_000),
+            ("1h1m1s1ms1us1ns", 3_661_001_001_001),
+        ];
+        for (text, nanos) in cases {
+            assert_eq!(parse(text), Ok(SignedDuration::from_nanos(nanos)), "{text}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_go_refuses_with_go_messages() {
+        let cases = [
+            ("", "time: invalid duration \"\""),
+            ("5", "time: missing unit in duration \"5\""),
+            ("5x", "time: unknown unit \"x\" in duration \"5x\""),
+            ("-", "time: invalid duration \"-\""),
+            (".s", "time: invalid duration \".s\""),
+            ("1d", "time: unknown unit \"d\" in duration \"1d\""),
+            ("10000000000h", "time: invalid duration \"10000000000h\""),
+        ];
+        for (text, message) in cases {
+            assert_eq!(
+                parse(text).map_err(|e| e.to_string()),
+                Err(message.to_owned()),
+                "{text}"
+            );
+        }
+        let long = "1s".repeat(40);
+        assert!(parse(&long).is_err(), "over MAX_DURATION_TEXT");
+    }
+
+    #[test]
+    fn formats_as_go_does() {
+        let cases = [
+            (0, "0s"),
+            (900_000_000_000, "15m0s"),
+            (5_400_000_000_000, "1h30m0s"),
+            (1_500_000_000, "1.5s"),
+            (300_000_000, "300ms"),
+            (1_500, "1.5µs"),
+            (7, "7ns"),
+            (-60_000_000_000, "-1m0s"),
+            (3_600_000_000_000, "1h0m0s"),
+        ];
+        for (nanos, text) in cases {
+            assert_eq!(format(SignedDuration::from_nanos(nanos)), text);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn format_then_parse_is_identity(nanos in -(1i64 << 62)..(1i64 << 62)) {
+            let d = SignedDuration::from_nanos(nanos);
+            proptest::prop_assert_eq!(parse(&format(d)), Ok(d));
+        }
+
+        #[test]
+        fn never_panics(text in "\\PC{0,40}") {
+            let _ = parse(&text);
+        }
+    }
+}
