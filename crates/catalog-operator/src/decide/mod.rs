@@ -5,3 +5,4 @@
 pub mod catalog_source;
 pub mod go_duration;
 pub mod image_template;
+pub mod subscription;

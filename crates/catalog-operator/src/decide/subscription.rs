@@ -1,0 +1,456 @@
+//! Subscription status rules: catalog health, the InstallPlan conditions, the
+//! state after an install, shared approval and InstallPlan generations.
+//! Upstream: `pkg/controller/operators/catalog/subscription/state.go` and
+//! `operator.go` (`syncResolvingNamespace`, `ensureSubscriptionInstallPlanState`).
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use olm_api::{
+    conditions::{self, FALSE, TRUE},
+    install_plan::{
+        BundleLookupConditionType, InstallPlan, InstallPlanConditionType, InstallPlanPhase,
+        InstallPlanStatus,
+    },
+    subscription::{
+        Approval, Subscription, SubscriptionCatalogHealth, SubscriptionCondition,
+        SubscriptionConditionReason as Reason, SubscriptionConditionType as Type,
+        SubscriptionState, SubscriptionStatus,
+    },
+};
+
+/// One catalog a Subscription can resolve from, and whether it is healthy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogHealth {
+    /// The catalog's namespace.
+    pub namespace: String,
+    /// The catalog's name.
+    pub name: String,
+    /// The catalog's UID.
+    pub uid: String,
+    /// The catalog's resourceVersion (part of the reference upstream keeps).
+    pub resource_version: String,
+    /// Whether its registry server passes the check.
+    pub healthy: bool,
+}
+
+fn condition(type_: &Type, status: &str, reason: Reason, message: String) -> SubscriptionCondition {
+    SubscriptionCondition {
+        type_: type_.clone(),
+        status: status.to_owned(),
+        reason: Some(reason),
+        message: (!message.is_empty()).then_some(message),
+        ..SubscriptionCondition::default()
+    }
+}
+
+/// Updates `status.catalogHealth` and the `CatalogSourcesUnhealthy`
+/// condition from the catalogs of the Subscription's namespace and the
+/// global catalog namespace, as upstream's `UpdateHealth` does. Returns
+/// whether the status changed.
+pub fn update_catalog_health(
+    subscription: &Subscription,
+    status: &mut SubscriptionStatus,
+    catalogs: &[CatalogHealth],
+    now: Timestamp,
+) -> bool {
+    let mut catalogs: Vec<&CatalogHealth> = catalogs.iter().collect();
+    catalogs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    let spec = &subscription.spec;
+    let mut healthy = catalogs.iter().all(|c| c.healthy);
+    let mut message = String::new();
+    let targeted = catalogs
+        .iter()
+        .find(|c| c.namespace == spec.source_namespace && c.name == spec.source);
+    match targeted {
+        None => {
+            healthy = false;
+            message = format!(
+                "targeted catalogsource {}/{} missing",
+                spec.source_namespace, spec.source
+            );
+        }
+        Some(c) if !c.healthy => {
+            message = format!(
+                "targeted catalogsource {}/{} unhealthy",
+                c.namespace, c.name
+            );
+        }
+        Some(_) => {}
+    }
+    let (mut cond_status, mut reason) = if healthy {
+        message = "all available catalogsources are healthy".to_owned();
+        (FALSE, Reason::ALL_CATALOG_SOURCES_HEALTHY)
+    } else {
+        (TRUE, Reason::UNHEALTHY_CATALOG_SOURCE_FOUND)
+    };
+
+    let old = &status.catalog_health;
+    let mut update = true;
+    if catalogs.len() > old.len() {
+        reason = Reason::CATALOG_SOURCES_ADDED;
+    } else if catalogs.len() < old.len() {
+        reason = Reason::CATALOG_SOURCES_DELETED;
+    } else if catalogs.is_empty() {
+        cond_status = TRUE;
+        reason = Reason::NO_CATALOG_SOURCES_FOUND;
+        message = "dependency resolution requires at least one catalogsource".to_owned();
+        update = false;
+    } else {
+        let changed = old.iter().any(|before| {
+            let uid = before
+                .catalog_source_ref
+                .as_ref()
+                .and_then(|r| r.uid.as_deref())
+                .unwrap_or_default();
+            catalogs.iter().find(|c| c.uid == uid).is_none_or(|now| {
+                now.healthy != before.healthy
+                    || before
+                        .catalog_source_ref
+                        .as_ref()
+                        .and_then(|r| r.resource_version.as_deref())
+                        != Some(now.resource_version.as_str())
+            })
+        });
+        if changed {
+            reason = Reason::CATALOG_SOURCES_UPDATED;
+        }
+        update = false;
+    }
+    let condition = condition(
+        &Type::CATALOG_SOURCES_UNHEALTHY,
+        cond_status,
+        reason,
+        message,
+    );
+    let unchanged_condition =
+        conditions::find(&status.conditions, Type::CATALOG_SOURCES_UNHEALTHY.as_str())
+            .is_some_and(|c| conditions::same_content(c, &with_times_of(&condition, c)));
+    if !update && unchanged_condition {
+        return false;
+    }
+    conditions::set(&mut status.conditions, condition, now);
+    status.catalog_health = catalogs
+        .iter()
+        .map(|c| SubscriptionCatalogHealth {
+            catalog_source_ref: Some(ObjectReference {
+                api_version: Some("operators.coreos.com/v1alpha1".to_owned()),
+                kind: Some("CatalogSource".to_owned()),
+                name: Some(c.name.clone()),
+                namespace: Some(c.namespace.clone()),
+                uid: Some(c.uid.clone()),
+                resource_version: Some(c.resource_version.clone()),
+                ..ObjectReference::default()
+            }),
+            last_updated: Some(Time(now)),
+            healthy: c.healthy,
+        })
+        .collect();
+    status.last_updated = Some(Time(now));
+    true
+}
+
+fn with_times_of(
+    new: &SubscriptionCondition,
+    old: &SubscriptionCondition,
+) -> SubscriptionCondition {
+    SubscriptionCondition {
+        last_transition_time: old.last_transition_time.clone(),
+        last_heartbeat_time: old.last_heartbeat_time.clone(),
+        ..new.clone()
+    }
+}
+
+/// Sets the InstallPlan conditions from the referenced InstallPlan (`None`
+/// when it does not exist), as upstream's `CheckInstallPlanStatus` and
+/// `InstallPlanNotFound` do. Returns whether the status changed.
+pub fn update_install_plan_conditions(
+    status: &mut SubscriptionStatus,
+    install_plan: Option<&InstallPlanStatus>,
+    now: Timestamp,
+) -> bool {
+    if status.install_plan_ref.is_none() {
+        return false;
+    }
+    let before = status.clone();
+    let pending_or_failed = [Type::INSTALL_PLAN_PENDING, Type::INSTALL_PLAN_FAILED];
+    match install_plan {
+        None => {
+            for t in &pending_or_failed {
+                conditions::remove(&mut status.conditions, t.as_str());
+            }
+            if status.state.as_ref() == Some(&SubscriptionState::UPGRADE_PENDING) {
+                // A fresh InstallPlan will be generated.
+                status.install_plan_ref = None;
+                status.install_plan = None;
+                status.current_csv = None;
+                status.state = Some(SubscriptionState::NONE);
+            } else {
+                conditions::set(
+                    &mut status.conditions,
+                    condition(
+                        &Type::INSTALL_PLAN_MISSING,
+                        TRUE,
+                        Reason::REFERENCED_INSTALL_PLAN_NOT_FOUND,
+                        String::new(),
+                    ),
+                    now,
+                );
+            }
+        }
+        Some(plan) => {
+            conditions::remove(&mut status.conditions, Type::INSTALL_PLAN_MISSING.as_str());
+            let phase = &plan.phase;
+            let new = if *phase == InstallPlanPhase::NONE
+                || *phase == InstallPlanPhase::PLANNING
+                || *phase == InstallPlanPhase::INSTALLING
+                || *phase == InstallPlanPhase::REQUIRES_APPROVAL
+            {
+                let reason = if *phase == InstallPlanPhase::NONE {
+                    Reason::INSTALL_PLAN_NOT_YET_RECONCILED
+                } else {
+                    Reason::from(phase.as_str())
+                };
+                conditions::remove(&mut status.conditions, Type::INSTALL_PLAN_FAILED.as_str());
+                Some(condition(
+                    &Type::INSTALL_PLAN_PENDING,
+                    TRUE,
+                    reason,
+                    pending_message(plan),
+                ))
+            } else if *phase == InstallPlanPhase::FAILED {
+                let installed = conditions::find(
+                    &plan.conditions,
+                    InstallPlanConditionType::INSTALLED.as_str(),
+                );
+                let reason = match installed {
+                    Some(c) if c.status == FALSE => c
+                        .reason
+                        .as_ref()
+                        .map_or(Reason::INSTALL_PLAN_FAILED, |r| Reason::from(r.as_str())),
+                    _ => Reason::INSTALL_PLAN_FAILED,
+                };
+                conditions::remove(&mut status.conditions, Type::INSTALL_PLAN_PENDING.as_str());
+                Some(condition(
+                    &Type::INSTALL_PLAN_FAILED,
+                    TRUE,
+                    reason,
+                    pending_message(plan),
+                ))
+            } else {
+                for t in &pending_or_failed {
+                    conditions::remove(&mut status.conditions, t.as_str());
+                }
+                None
+            };
+            if let Some(new) = new {
+                conditions::set(&mut status.conditions, new, now);
+            }
+        }
+    }
+    let changed = *status != before;
+    if changed {
+        status.last_updated = Some(Time(now));
+    }
+    changed
+}
+
+/// The message upstream puts on InstallPlan conditions: the `Installed`
+/// condition's message, else the pending bundle lookups' messages.
+pub fn pending_message(plan: &InstallPlanStatus) -> String {
+    let installed = conditions::find(
+        &plan.conditions,
+        InstallPlanConditionType::INSTALLED.as_str(),
+    )
+    .filter(|c| c.status != conditions::UNKNOWN)
+    .and_then(|c| c.message.as_deref())
+    .filter(|m| !m.is_empty());
+    if let Some(message) = installed {
+        return message.to_owned();
+    }
+    let mut out = String::new();
+    let pending = plan.bundle_lookups.iter().filter_map(|lookup| {
+        lookup
+            .conditions
+            .iter()
+            .find(|c| c.type_ == BundleLookupConditionType::PENDING)
+            .filter(|c| c.status != conditions::UNKNOWN)
+            .and_then(|c| c.message.as_deref())
+            .filter(|m| !m.is_empty())
+    });
+    for message in pending {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(message);
+        out.push('.');
+    }
+    out
+}
+
+/// Step 3 of a resolution pass: a Subscription whose `currentCSV` exists is
+/// `AtLatestKnown` with `installedCSV` set; otherwise it is `UpgradePending`,
+/// or `UpgradeFailed` when fail-forward is on and its InstallPlan failed.
+/// Returns whether the status changed.
+pub fn update_state(
+    status: &mut SubscriptionStatus,
+    current_csv_exists: bool,
+    install_plan_failed: bool,
+    fail_forward: bool,
+    now: Timestamp,
+) -> bool {
+    let Some(current) = status.current_csv.clone().filter(|c| !c.is_empty()) else {
+        return false;
+    };
+    let before = status.clone();
+    if current_csv_exists {
+        status.state = Some(SubscriptionState::AT_LATEST_KNOWN);
+        status.installed_csv = Some(current);
+    } else if fail_forward && install_plan_failed {
+        status.state = Some(SubscriptionState::UPGRADE_FAILED);
+    } else {
+        status.state = Some(SubscriptionState::UPGRADE_PENDING);
+    }
+    let changed = *status != before;
+    if changed {
+        status.last_updated = Some(Time(now));
+    }
+    changed
+}
+
+/// The approval of the one InstallPlan a resolution pass writes: `Manual` if
+/// any Subscription of the namespace asks for it (only the exact `Manual`
+/// counts), else `Automatic`.
+pub fn namespace_approval<'a>(
+    subscriptions: impl IntoIterator<Item = &'a Subscription>,
+) -> Approval {
+    if subscriptions
+        .into_iter()
+        .any(Subscription::requires_manual_approval)
+    {
+        Approval::MANUAL
+    } else {
+        Approval::AUTOMATIC
+    }
+}
+
+/// The generation of the next InstallPlan of a namespace: one more than the
+/// highest of the Subscriptions' `installPlanGeneration` and the InstallPlans'
+/// `spec.generation`.
+pub fn next_install_plan_generation(
+    subscriptions: &[Subscription],
+    install_plans: &[InstallPlan],
+) -> i64 {
+    let from_subscriptions = subscriptions
+        .iter()
+        .filter_map(|s| s.status.as_ref()?.install_plan_generation);
+    let from_plans = install_plans.iter().filter_map(|p| p.spec.generation);
+    from_subscriptions
+        .chain(from_plans)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(1)
+}
+
+/// The name upstream gives a Subscription created for a dependency:
+/// `<package>-<channel>-<catalog>-<catalogNamespace>`.
+pub fn dependency_subscription_name(
+    package: &str,
+    channel: &str,
+    catalog: &str,
+    catalog_namespace: &str,
+) -> String {
+    format!("{package}-{channel}-{catalog}-{catalog_namespace}")
+}
+
+/// What the catalog says is deprecated about a Subscription's package,
+/// channel and installed bundle.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Deprecations {
+    /// The package's deprecation message.
+    pub package: Option<String>,
+    /// The followed channel's deprecation message.
+    pub channel: Option<String>,
+    /// The installed bundle's deprecation message.
+    pub bundle: Option<String>,
+}
+
+/// Sets the deprecation conditions (`PackageDeprecated`, `ChannelDeprecated`,
+/// `BundleDeprecated` and the `Deprecated` roll-up) as upstream does; the
+/// channel condition is suppressed when the Subscription names no channel.
+/// Upstream sets these conditions with a message and no reason.
+/// Returns whether the status changed.
+pub fn update_deprecations(
+    subscription: &Subscription,
+    status: &mut SubscriptionStatus,
+    deprecations: &Deprecations,
+    now: Timestamp,
+) -> bool {
+    let before = status.clone();
+    let channel = subscription.spec.channel.as_deref().unwrap_or_default();
+    let installed = status.installed_csv.clone().unwrap_or_default();
+    let entries = [
+        (
+            Type::PACKAGE_DEPRECATED,
+            deprecations
+                .package
+                .as_ref()
+                .map(|m| format!("olm.package/{}: {m}", subscription.spec.package)),
+        ),
+        (
+            Type::CHANNEL_DEPRECATED,
+            deprecations
+                .channel
+                .as_ref()
+                .filter(|_| !channel.is_empty())
+                .map(|m| format!("olm.channel/{channel}: {m}")),
+        ),
+        (
+            Type::BUNDLE_DEPRECATED,
+            deprecations
+                .bundle
+                .as_ref()
+                .map(|m| format!("olm.bundle/{installed}: {m}")),
+        ),
+    ];
+    let mut messages = Vec::new();
+    for (type_, message) in entries {
+        match message {
+            Some(message) => {
+                messages.push(message.clone());
+                conditions::set(
+                    &mut status.conditions,
+                    SubscriptionCondition {
+                        type_: type_.clone(),
+                        status: TRUE.to_owned(),
+                        message: Some(message),
+                        ..SubscriptionCondition::default()
+                    },
+                    now,
+                );
+            }
+            None => {
+                conditions::remove(&mut status.conditions, type_.as_str());
+            }
+        }
+    }
+    if messages.is_empty() {
+        conditions::remove(&mut status.conditions, Type::DEPRECATED.as_str());
+    } else {
+        conditions::set(
+            &mut status.conditions,
+            SubscriptionCondition {
+                type_: Type::DEPRECATED,
+                status: TRUE.to_owned(),
+                message: Some(messages.join("; ")),
+                ..SubscriptionCondition::default()
+            },
+            now,
+        );
+    }
+    let changed = *status != before;
+    if changed {
+        status.last_updated = Some(Time(now));
+    }
+    changed
+}

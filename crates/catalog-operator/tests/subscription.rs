@@ -1,0 +1,396 @@
+//! Subscription status rules, table-driven from upstream's behaviour.
+#![allow(clippy::unwrap_used)]
+
+use catalog_operator::decide::subscription::{self, CatalogHealth, Deprecations};
+use jiff::Timestamp;
+use olm_api::{
+    conditions,
+    install_plan::{InstallPlan, InstallPlanStatus},
+    subscription::{Approval, Subscription, SubscriptionState, SubscriptionStatus},
+};
+
+fn sub(yaml_spec: &str) -> Subscription {
+    serde_yaml_ng::from_str(&format!(
+        "{{apiVersion: operators.coreos.com/v1alpha1, kind: Subscription, metadata: {{name: s, namespace: ns}}, spec: {yaml_spec}}}"
+    ))
+    .unwrap()
+}
+
+fn etcd() -> Subscription {
+    sub("{name: etcd, channel: alpha, source: cat, sourceNamespace: olm}")
+}
+
+fn t(n: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + n).unwrap()
+}
+
+fn health(ns: &str, name: &str, healthy: bool) -> CatalogHealth {
+    CatalogHealth {
+        namespace: ns.into(),
+        name: name.into(),
+        uid: format!("uid-{ns}-{name}"),
+        resource_version: "1".into(),
+        healthy,
+    }
+}
+
+fn cond<'a>(status: &'a SubscriptionStatus, type_: &str) -> (&'a str, String, String) {
+    let c = conditions::find(&status.conditions, type_).unwrap_or_else(|| panic!("no {type_}"));
+    (
+        c.status.as_str(),
+        c.reason.as_ref().map(|r| r.to_string()).unwrap_or_default(),
+        c.message.clone().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn catalog_health_reasons_and_messages() {
+    let s = etcd();
+    let cases: Vec<(Vec<CatalogHealth>, &str, &str, &str)> = vec![
+        (
+            vec![health("olm", "cat", true), health("ns", "local", true)],
+            "False",
+            "CatalogSourcesAdded",
+            "all available catalogsources are healthy",
+        ),
+        (
+            vec![health("olm", "cat", false)],
+            "True",
+            "CatalogSourcesAdded",
+            "targeted catalogsource olm/cat unhealthy",
+        ),
+        (
+            vec![health("olm", "other", true)],
+            "True",
+            "CatalogSourcesAdded",
+            "targeted catalogsource olm/cat missing",
+        ),
+        (
+            vec![],
+            "True",
+            "NoCatalogSourcesFound",
+            "dependency resolution requires at least one catalogsource",
+        ),
+    ];
+    for (catalogs, status, reason, message) in cases {
+        let mut st = SubscriptionStatus::default();
+        assert!(subscription::update_catalog_health(
+            &s,
+            &mut st,
+            &catalogs,
+            t(0)
+        ));
+        let (got_status, got_reason, got_message) = cond(&st, "CatalogSourcesUnhealthy");
+        assert_eq!(
+            (got_status, got_reason.as_str(), got_message.as_str()),
+            (status, reason, message)
+        );
+        assert_eq!(st.catalog_health.len(), catalogs.len());
+    }
+}
+
+#[test]
+fn catalog_health_settles_then_reports_changes() {
+    let s = etcd();
+    let mut st = SubscriptionStatus::default();
+    let both = vec![health("olm", "cat", true), health("ns", "local", true)];
+    assert!(subscription::update_catalog_health(
+        &s,
+        &mut st,
+        &both,
+        t(0)
+    ));
+    // Sorted by namespace, then name.
+    let names: Vec<_> = st
+        .catalog_health
+        .iter()
+        .map(|h| h.catalog_source_ref.as_ref().unwrap().name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["local", "cat"]);
+    // Same set, healthy: the reason settles on AllCatalogSourcesHealthy.
+    assert!(subscription::update_catalog_health(
+        &s,
+        &mut st,
+        &both,
+        t(1)
+    ));
+    assert_eq!(
+        cond(&st, "CatalogSourcesUnhealthy").1,
+        "AllCatalogSourcesHealthy"
+    );
+    // And then nothing changes.
+    assert!(!subscription::update_catalog_health(
+        &s,
+        &mut st,
+        &both,
+        t(2)
+    ));
+
+    let sick = vec![health("olm", "cat", false), health("ns", "local", true)];
+    assert!(subscription::update_catalog_health(
+        &s,
+        &mut st,
+        &sick,
+        t(3)
+    ));
+    assert_eq!(
+        cond(&st, "CatalogSourcesUnhealthy"),
+        (
+            "True",
+            "CatalogSourcesUpdated".into(),
+            "targeted catalogsource olm/cat unhealthy".into()
+        )
+    );
+    assert!(subscription::update_catalog_health(
+        &s,
+        &mut st,
+        &[health("olm", "cat", false)],
+        t(4)
+    ));
+    assert_eq!(
+        cond(&st, "CatalogSourcesUnhealthy").1,
+        "CatalogSourcesDeleted"
+    );
+}
+
+fn plan(yaml: &str) -> InstallPlanStatus {
+    serde_yaml_ng::from_str(yaml).unwrap()
+}
+
+fn referenced(state: &str) -> SubscriptionStatus {
+    serde_yaml_ng::from_str(&format!(
+        "{{state: '{state}', currentCSV: etcd.v1, installPlanRef: {{name: install-1, namespace: ns}}, installplan: {{apiVersion: operators.coreos.com/v1alpha1, kind: InstallPlan, name: install-1, uuid: u}}}}"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn install_plan_conditions_follow_the_phase() {
+    let cases = [
+        (
+            "{phase: '', catalogSources: []}",
+            "InstallPlanPending",
+            "InstallPlanNotYetReconciled",
+            "",
+        ),
+        (
+            "{phase: Installing, catalogSources: []}",
+            "InstallPlanPending",
+            "Installing",
+            "",
+        ),
+        (
+            "{phase: RequiresApproval, catalogSources: []}",
+            "InstallPlanPending",
+            "RequiresApproval",
+            "",
+        ),
+        (
+            "{phase: Installing, catalogSources: [], bundleLookups: [{path: p, identifier: a, replaces: '', conditions: [{type: BundleLookupPending, status: 'True', message: unpack job not completed}]}, {path: q, identifier: b, replaces: '', conditions: [{type: BundleLookupPending, status: 'True', message: still going}]}]}",
+            "InstallPlanPending",
+            "Installing",
+            "unpack job not completed. still going.",
+        ),
+        (
+            "{phase: Failed, catalogSources: [], conditions: [{type: Installed, status: 'False', reason: InstallComponentFailed, message: boom}]}",
+            "InstallPlanFailed",
+            "InstallComponentFailed",
+            "boom",
+        ),
+        (
+            "{phase: Failed, catalogSources: []}",
+            "InstallPlanFailed",
+            "InstallPlanFailed",
+            "",
+        ),
+    ];
+    for (ip, type_, reason, message) in cases {
+        let mut st = referenced("UpgradePending");
+        assert!(
+            subscription::update_install_plan_conditions(&mut st, Some(&plan(ip)), t(0)),
+            "{ip}"
+        );
+        assert_eq!(
+            cond(&st, type_),
+            ("True", reason.to_owned(), message.to_owned()),
+            "{ip}"
+        );
+        let other = if type_ == "InstallPlanPending" {
+            "InstallPlanFailed"
+        } else {
+            "InstallPlanPending"
+        };
+        assert!(conditions::find(&st.conditions, other).is_none());
+        // Idempotent.
+        assert!(!subscription::update_install_plan_conditions(
+            &mut st,
+            Some(&plan(ip)),
+            t(1)
+        ));
+    }
+    // Complete clears both.
+    let mut st = referenced("UpgradePending");
+    subscription::update_install_plan_conditions(
+        &mut st,
+        Some(&plan("{phase: Installing, catalogSources: []}")),
+        t(0),
+    );
+    assert!(subscription::update_install_plan_conditions(
+        &mut st,
+        Some(&plan("{phase: Complete, catalogSources: []}")),
+        t(1)
+    ));
+    assert!(st.conditions.is_empty());
+}
+
+#[test]
+fn a_missing_install_plan_resets_a_pending_upgrade_or_is_reported() {
+    let mut pending = referenced("UpgradePending");
+    assert!(subscription::update_install_plan_conditions(
+        &mut pending,
+        None,
+        t(0)
+    ));
+    assert_eq!(pending.install_plan_ref, None);
+    assert_eq!(pending.install_plan, None);
+    assert_eq!(pending.current_csv, None);
+    assert_eq!(pending.state, Some(SubscriptionState::NONE));
+
+    let mut latest = referenced("AtLatestKnown");
+    assert!(subscription::update_install_plan_conditions(
+        &mut latest,
+        None,
+        t(0)
+    ));
+    assert_eq!(
+        cond(&latest, "InstallPlanMissing"),
+        (
+            "True",
+            "ReferencedInstallPlanNotFound".into(),
+            String::new()
+        )
+    );
+    assert!(latest.install_plan_ref.is_some());
+}
+
+#[test]
+fn state_follows_the_current_csv() {
+    let cases = [
+        (true, false, false, "AtLatestKnown", Some("etcd.v1")),
+        (false, false, false, "UpgradePending", None),
+        (false, true, false, "UpgradePending", None),
+        (false, true, true, "UpgradeFailed", None),
+    ];
+    for (exists, failed, fail_forward, state, installed) in cases {
+        let mut st = referenced("");
+        subscription::update_state(&mut st, exists, failed, fail_forward, t(0));
+        assert_eq!(
+            st.state.as_ref().map(|s| s.to_string()).as_deref(),
+            Some(state)
+        );
+        assert_eq!(st.installed_csv.as_deref(), installed);
+    }
+    let mut empty = SubscriptionStatus::default();
+    assert!(!subscription::update_state(
+        &mut empty,
+        true,
+        false,
+        false,
+        t(0)
+    ));
+}
+
+#[test]
+fn any_manual_subscription_makes_the_namespace_manual() {
+    let auto = sub("{name: a, source: c, sourceNamespace: n, installPlanApproval: Automatic}");
+    let manual = sub("{name: b, source: c, sourceNamespace: n, installPlanApproval: Manual}");
+    let lower = sub("{name: b, source: c, sourceNamespace: n, installPlanApproval: manual}");
+    assert_eq!(
+        subscription::namespace_approval([&auto]),
+        Approval::AUTOMATIC
+    );
+    assert_eq!(
+        subscription::namespace_approval([&auto, &manual]),
+        Approval::MANUAL
+    );
+    assert_eq!(
+        subscription::namespace_approval([&auto, &lower]),
+        Approval::AUTOMATIC,
+        "only the exact Manual"
+    );
+    assert_eq!(subscription::namespace_approval([]), Approval::AUTOMATIC);
+}
+
+#[test]
+fn next_generation_is_above_every_subscription_and_plan() {
+    let mut a = etcd();
+    a.status = Some(serde_yaml_ng::from_str("{installPlanGeneration: 3}").unwrap());
+    let ip: InstallPlan = serde_yaml_ng::from_str(
+        "{apiVersion: operators.coreos.com/v1alpha1, kind: InstallPlan, metadata: {name: i}, spec: {clusterServiceVersionNames: [], approval: Automatic, approved: true, generation: 5}}",
+    )
+    .unwrap();
+    assert_eq!(subscription::next_install_plan_generation(&[], &[]), 1);
+    assert_eq!(
+        subscription::next_install_plan_generation(&[a.clone()], &[]),
+        4
+    );
+    assert_eq!(subscription::next_install_plan_generation(&[a], &[ip]), 6);
+}
+
+#[test]
+fn dependency_subscriptions_are_named_as_upstream() {
+    assert_eq!(
+        subscription::dependency_subscription_name("etcd", "alpha", "cat", "olm"),
+        "etcd-alpha-cat-olm"
+    );
+}
+
+#[test]
+fn deprecation_conditions_roll_up() {
+    let s = etcd();
+    let mut st = SubscriptionStatus {
+        installed_csv: Some("etcd.v1".into()),
+        ..SubscriptionStatus::default()
+    };
+    let all = Deprecations {
+        package: Some("use etcd-ng".into()),
+        channel: Some("alpha is over".into()),
+        bundle: Some("v1 has a CVE".into()),
+    };
+    assert!(subscription::update_deprecations(&s, &mut st, &all, t(0)));
+    assert_eq!(
+        cond(&st, "PackageDeprecated").2,
+        "olm.package/etcd: use etcd-ng"
+    );
+    assert_eq!(
+        cond(&st, "ChannelDeprecated").2,
+        "olm.channel/alpha: alpha is over"
+    );
+    assert_eq!(
+        cond(&st, "BundleDeprecated").2,
+        "olm.bundle/etcd.v1: v1 has a CVE"
+    );
+    assert_eq!(
+        cond(&st, "Deprecated").2,
+        "olm.package/etcd: use etcd-ng; olm.channel/alpha: alpha is over; olm.bundle/etcd.v1: v1 has a CVE"
+    );
+    assert!(
+        !subscription::update_deprecations(&s, &mut st, &all, t(1)),
+        "idempotent"
+    );
+
+    // No channel on the Subscription: no channel condition.
+    let unchanneled = sub("{name: etcd, source: cat, sourceNamespace: olm}");
+    let mut st2 = SubscriptionStatus::default();
+    subscription::update_deprecations(&unchanneled, &mut st2, &all, t(0));
+    assert!(conditions::find(&st2.conditions, "ChannelDeprecated").is_none());
+
+    // Nothing deprecated any more: every condition goes.
+    assert!(subscription::update_deprecations(
+        &s,
+        &mut st,
+        &Deprecations::default(),
+        t(2)
+    ));
+    assert!(st.conditions.is_empty());
+}
