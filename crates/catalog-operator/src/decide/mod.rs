@@ -5,4 +5,5 @@
 pub mod catalog_source;
 pub mod go_duration;
 pub mod image_template;
+pub mod install_plan;
 pub mod subscription;

@@ -1,0 +1,273 @@
+//! InstallPlan rules: the phase machine, garbage collection, which kinds a
+//! step may carry, the order steps are applied in, and the safety checks
+//! before a CRD is updated. Upstream:
+//! `pkg/controller/operators/catalog/operator.go` (`syncInstallPlans`,
+//! `ExecutePlan`, `gcInstallPlans`), `pkg/controller/install/...` and
+//! `pkg/controller/operators/catalog/step.go`.
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use olm_api::{
+    conditions::{self, FALSE, TRUE},
+    install_plan::{
+        InstallPlan, InstallPlanCondition, InstallPlanConditionReason, InstallPlanConditionType,
+        InstallPlanPhase, InstallPlanStatus, Step, StepStatus,
+    },
+};
+
+/// How long after `startTime` a failing InstallPlan keeps retrying
+/// (upstream's `--install-plan-retry-timeout` default).
+pub const DEFAULT_RETRY_TIMEOUT: SignedDuration = SignedDuration::from_mins(1);
+/// How often an Installing InstallPlan is looked at again.
+pub const INSTALLING_RECHECK: SignedDuration = SignedDuration::from_secs(5);
+/// InstallPlans kept per namespace.
+pub const MAX_INSTALL_PLANS_PER_NAMESPACE: usize = 5;
+/// InstallPlans deleted per namespace in one sweep.
+pub const MAX_DELETES_PER_SWEEP: usize = 5;
+
+/// The outcome of one attempt to carry out a plan's steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Execution {
+    /// Every step is done.
+    Done,
+    /// Some step waits for an API (a CRD not yet Established).
+    Waiting,
+    /// A step failed.
+    Failed {
+        /// What went wrong.
+        message: String,
+        /// The API server refused for lack of permission (always retried,
+        /// since RBAC may yet be granted).
+        forbidden: bool,
+        /// Retrying cannot help (invalid data in the plan).
+        permanent: bool,
+    },
+}
+
+/// What to do with an InstallPlan now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanAction {
+    /// Nothing: terminal, empty, or awaiting approval.
+    Nothing,
+    /// Execute the steps, then call [`after_execution`].
+    Execute,
+}
+
+/// Decides whether an InstallPlan is to be executed, moving an approved
+/// `RequiresApproval` plan to `Installing` and stamping `startTime`. Returns
+/// the action and whether the status changed.
+pub fn before_execution(
+    plan: &InstallPlan,
+    status: &mut InstallPlanStatus,
+    now: Timestamp,
+) -> (PlanAction, bool) {
+    if status.plan.is_empty() && status.bundle_lookups.is_empty() {
+        return (PlanAction::Nothing, false);
+    }
+    let mut changed = false;
+    if status.phase == InstallPlanPhase::REQUIRES_APPROVAL && plan.spec.approved {
+        status.phase = InstallPlanPhase::INSTALLING;
+        changed = true;
+    }
+    if status.phase != InstallPlanPhase::INSTALLING {
+        return (PlanAction::Nothing, changed);
+    }
+    if status.start_time.is_none() {
+        status.start_time = Some(Time(now));
+        changed = true;
+    }
+    (PlanAction::Execute, changed)
+}
+
+fn installed(
+    status: &str,
+    reason: Option<InstallPlanConditionReason>,
+    message: Option<String>,
+) -> InstallPlanCondition {
+    InstallPlanCondition {
+        type_: InstallPlanConditionType::INSTALLED,
+        status: status.to_owned(),
+        reason,
+        message,
+        ..InstallPlanCondition::default()
+    }
+}
+
+/// Records the outcome of an execution: `Complete` when done, still
+/// `Installing` while waiting or while an error may be transient (within
+/// the retry timeout of `startTime`, or Forbidden), else `Failed`. Returns
+/// whether the status changed.
+pub fn after_execution(
+    status: &mut InstallPlanStatus,
+    execution: &Execution,
+    retry_timeout: SignedDuration,
+    now: Timestamp,
+) -> bool {
+    let before = status.clone();
+    match execution {
+        Execution::Done => {
+            status.phase = InstallPlanPhase::COMPLETE;
+            status.message = None;
+            conditions::set(&mut status.conditions, installed(TRUE, None, None), now);
+        }
+        Execution::Waiting => {
+            status.message = None;
+        }
+        Execution::Failed {
+            message,
+            forbidden,
+            permanent,
+        } => {
+            let started = status.start_time.as_ref().map_or(now, |t| t.0);
+            let within = now.duration_since(started) < retry_timeout;
+            if !permanent && (*forbidden || within) {
+                status.message = Some(format!("retrying execution due to error: {message}"));
+            } else {
+                status.phase = InstallPlanPhase::FAILED;
+                status.message = Some(message.clone());
+                conditions::set(
+                    &mut status.conditions,
+                    installed(
+                        FALSE,
+                        Some(InstallPlanConditionReason::INSTALL_COMPONENT_FAILED),
+                        Some(message.clone()),
+                    ),
+                    now,
+                );
+            }
+        }
+    }
+    *status != before
+}
+
+/// The InstallPlans of one namespace to delete: the oldest generations
+/// beyond [`MAX_INSTALL_PLANS_PER_NAMESPACE`], at most
+/// [`MAX_DELETES_PER_SWEEP`] per sweep. Plans still referenced (by a
+/// Subscription's `installPlanRef`) are never deleted.
+pub fn garbage<'a>(plans: &'a [InstallPlan], referenced: &[&str]) -> Vec<&'a str> {
+    if plans.len() <= MAX_INSTALL_PLANS_PER_NAMESPACE {
+        return Vec::new();
+    }
+    let mut by_age: Vec<&InstallPlan> = plans.iter().collect();
+    by_age.sort_by_key(|p| {
+        (
+            p.spec.generation.unwrap_or(0),
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.metadata.name.clone(),
+        )
+    });
+    let excess = plans.len() - MAX_INSTALL_PLANS_PER_NAMESPACE;
+    by_age
+        .into_iter()
+        .filter_map(|p| p.metadata.name.as_deref())
+        .filter(|name| !referenced.contains(name))
+        .take(excess.min(MAX_DELETES_PER_SWEEP))
+        .collect()
+}
+
+/// Kinds a step may create besides the core ones, as upstream allows
+/// (`pkg/controller/operators/catalog/supportedresources.go`).
+pub const EXTRA_SUPPORTED_KINDS: &[&str] = &[
+    "PrometheusRule",
+    "ServiceMonitor",
+    "PodDisruptionBudget",
+    "PriorityClass",
+    "VerticalPodAutoscaler",
+    "ConsoleYAMLSample",
+    "ConsoleQuickStart",
+    "ConsoleCLIDownload",
+    "ConsoleLink",
+    "ConsolePlugin",
+    "NetworkPolicy",
+];
+
+/// The core kinds a step may carry.
+pub const CORE_KINDS: &[&str] = &[
+    "ClusterServiceVersion",
+    "CustomResourceDefinition",
+    "Subscription",
+    "Secret",
+    "BundleSecret",
+    "ServiceAccount",
+    "Service",
+    "ConfigMap",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+];
+
+/// Whether an InstallPlan step of this kind can be applied; any other kind
+/// makes the step `UnsupportedResource` and the plan invalid.
+pub fn supported_kind(kind: &str) -> bool {
+    CORE_KINDS.contains(&kind) || EXTRA_SUPPORTED_KINDS.contains(&kind)
+}
+
+/// The message of a plan that carries an unsupported kind.
+pub const INVALID_PLAN_MESSAGE: &str = "the InstallPlan contains invalid data";
+
+/// The order steps are applied in: CRDs first (their APIs must exist before
+/// anything that uses them), then CSVs, then everything else, each group in
+/// plan order. Returns indexes into `steps`.
+pub fn apply_order(steps: &[Step]) -> Vec<usize> {
+    let rank = |s: &Step| match s.resource.kind.as_str() {
+        "CustomResourceDefinition" => 0,
+        "ClusterServiceVersion" => 1,
+        _ => 2,
+    };
+    let mut order: Vec<usize> = (0..steps.len()).collect();
+    order.sort_by_key(|&i| rank(&steps[i]));
+    order
+}
+
+/// The order upstream lists steps in a plan: CSVs, then CRDs, then the rest.
+pub fn listing_order(steps: &mut [Step]) {
+    let rank = |s: &Step| match s.resource.kind.as_str() {
+        "ClusterServiceVersion" => 0,
+        "CustomResourceDefinition" => 1,
+        _ => 2,
+    };
+    steps.sort_by_key(rank);
+}
+
+/// Whether a step still has to be applied: `Unknown` and `NotPresent` are
+/// applied; `Present`, `Created` and `WaitingForApi` are done (CRDs are
+/// checked again until Established).
+pub fn step_pending(step: &Step) -> bool {
+    step.status == StepStatus::UNKNOWN || step.status == StepStatus::NOT_PRESENT
+}
+
+/// The CRD-update refusal upstream gives when a new CRD drops a version
+/// listed in the old CRD's `status.storedVersions`.
+pub fn check_stored_versions(
+    crd_name: &str,
+    stored_versions: &[String],
+    new_versions: &[String],
+) -> Result<(), String> {
+    for stored in stored_versions {
+        if !new_versions.contains(stored) {
+            return Err(format!(
+                "risk of data loss updating {crd_name:?}: new CRD removes version {stored} that is listed as a stored version on the existing CRD"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The refusal upstream gives when an existing custom resource does not
+/// validate against the new CRD's schema.
+pub fn invalid_existing_cr_message(
+    crd_name: &str,
+    version: &str,
+    object: &str,
+    detail: &str,
+) -> String {
+    format!(
+        "error validating existing CRs against new CRD's schema for {crd_name:?}: error validating {object} (version {version}): updated validation is too restrictive: {detail}"
+    )
+}
+
+/// Whether an InstallPlan is finished (nothing more will happen to it).
+pub fn terminal(status: &InstallPlanStatus) -> bool {
+    status.phase == InstallPlanPhase::COMPLETE || status.phase == InstallPlanPhase::FAILED
+}
