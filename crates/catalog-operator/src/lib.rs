@@ -8,4 +8,5 @@
 //! calls `decide`, and applies what it returns. This crate must not be a
 //! dependency of any library crate.
 
+pub mod controller;
 pub mod decide;

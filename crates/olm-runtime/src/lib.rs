@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod apply;
+pub mod cache;
 pub mod config;
 pub mod error;
 pub mod events;

@@ -1,0 +1,515 @@
+//! The CatalogSource reconciler: resolves image templates, validates the
+//! spec, runs the registry (ServiceAccount, Service, NetworkPolicies, Pod)
+//! for image and ConfigMap catalogs, probes the registry over gRPC, and
+//! writes what it found to status. Upstream: `syncCatalogSources` and the
+//! catalog-template controller.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use jiff::Timestamp;
+use k8s_openapi::{
+    api::core::v1::{ConfigMap, Pod},
+    apimachinery::pkg::apis::meta::v1::{Condition, Time},
+};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+    runtime::controller::Action,
+};
+use olm_api::{
+    catalog_source::{
+        CatalogSource, CatalogSourceConditionReason, CatalogSourceConditionType,
+        CatalogSourceReason, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState,
+        RegistryServiceStatus,
+    },
+    conditions, labels,
+};
+use olm_bus::events::CatalogUpdated;
+use olm_runtime::apply;
+
+use super::{Context, FIELD_MANAGER, NOT_READY_RECHECK};
+use crate::decide::{
+    catalog_source::{self as decide, RegistryObjects, Serving},
+    image_template::{self, TemplateOutcome},
+};
+
+/// Why a CatalogSource reconcile failed; it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request to the API server failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What was being done.
+        action: String,
+        /// The failure.
+        #[source]
+        source: kube::Error,
+    },
+    /// An apply helper failed.
+    #[error(transparent)]
+    Apply(#[from] olm_runtime::Error),
+}
+
+fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Kube { action, source }
+}
+
+fn key(catalog: &CatalogSource) -> String {
+    format!(
+        "{}/{}",
+        catalog.metadata.namespace.as_deref().unwrap_or_default(),
+        catalog.name_any()
+    )
+}
+
+/// Retries a failed reconcile with capped exponential backoff.
+pub(crate) fn error_policy(
+    catalog: Arc<CatalogSource>,
+    error: &Error,
+    context: Arc<Context>,
+) -> Action {
+    tracing::warn!(catalog = key(&catalog), error = %error, "reconcile failed");
+    Action::requeue(context.backoff(key(&catalog)))
+}
+
+/// Reconciles one CatalogSource.
+pub(crate) async fn reconcile(
+    catalog: Arc<CatalogSource>,
+    context: Arc<Context>,
+) -> Result<Action, Error> {
+    let action = sync(&catalog, &context).await?;
+    context.succeeded(&key(&catalog));
+    Ok(action)
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
+    conditions::metav1(type_, status, reason, message, None)
+}
+
+/// Applies `olm.catalogImageTemplate`: returns the image to write to
+/// `spec.image`, if it differs from the current one.
+fn image_template(
+    catalog: &CatalogSource,
+    status: &mut CatalogSourceStatus,
+    context: &Context,
+    now: Timestamp,
+) -> Option<String> {
+    let templates = CatalogSourceConditionType::TEMPLATES_HAVE_RESOLVED;
+    let resolved = CatalogSourceConditionType::RESOLVED_IMAGE;
+    let Some(template) = catalog.annotations().get(labels::CATALOG_IMAGE_TEMPLATE) else {
+        conditions::remove(&mut status.conditions, templates.as_str());
+        conditions::remove(&mut status.conditions, resolved.as_str());
+        return None;
+    };
+    match image_template::resolve(template, &context.kube_version) {
+        TemplateOutcome::Resolved(image) => {
+            let reason = CatalogSourceConditionReason::ALL_TEMPLATES_RESOLVED;
+            conditions::set(
+                &mut status.conditions,
+                condition(
+                    templates.as_str(),
+                    conditions::TRUE,
+                    reason.as_str(),
+                    "catalog image reference was successfully resolved",
+                ),
+                now,
+            );
+            conditions::set(
+                &mut status.conditions,
+                condition(resolved.as_str(), conditions::TRUE, reason.as_str(), &image),
+                now,
+            );
+            (catalog.spec.image.as_deref() != Some(image.as_str())).then_some(image)
+        }
+        TemplateOutcome::Unresolved(message) => {
+            let reason = CatalogSourceConditionReason::UNABLE_TO_RESOLVE;
+            for type_ in [&templates, &resolved] {
+                conditions::set(
+                    &mut status.conditions,
+                    condition(type_.as_str(), conditions::FALSE, reason.as_str(), &message),
+                    now,
+                );
+            }
+            None
+        }
+    }
+}
+
+async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Error> {
+    let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
+    let name = catalog.name_any();
+    let api: Api<CatalogSource> = Api::namespaced(context.client.clone(), &namespace);
+    let now = Timestamp::now();
+    let original = catalog.status.clone().unwrap_or_default();
+    let mut status = original.clone();
+
+    if let Some(image) = image_template(catalog, &mut status, context, now) {
+        write_status(&api, &name, &original, &status).await?;
+        let patch = serde_json::json!({ "spec": { "image": image } });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(kube_error(format!(
+                "writing the resolved image of {namespace}/{name}"
+            )))?;
+        // The change comes back through the watch.
+        return Ok(Action::await_change());
+    }
+
+    let serving = match decide::serving(catalog) {
+        Ok(serving) => serving,
+        Err(invalid) => {
+            status.reason = Some(CatalogSourceReason::SPEC_INVALID_ERROR);
+            status.message = Some(invalid.0);
+            context.connections.forget(&namespace, &name);
+            write_status(&api, &name, &original, &status).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    status.reason = None;
+    status.message = None;
+
+    match &serving {
+        Serving::Address { .. } => {
+            let created_at = status
+                .registry_service
+                .as_ref()
+                .filter(|s| s.service_name.is_none())
+                .and_then(|s| s.created_at.clone())
+                .unwrap_or(Time(now));
+            status.registry_service = Some(RegistryServiceStatus {
+                protocol: Some("grpc".to_owned()),
+                created_at: Some(created_at),
+                ..RegistryServiceStatus::default()
+            });
+        }
+        Serving::ConfigMap { name: config_map } => {
+            let config_maps: Api<ConfigMap> = Api::namespaced(context.client.clone(), &namespace);
+            match config_maps.get_opt(config_map).await {
+                Ok(Some(found)) => {
+                    let version = found.metadata.resource_version.clone();
+                    let unchanged = status
+                        .config_map_reference
+                        .as_ref()
+                        .is_some_and(|r| r.resource_version == version && r.name == *config_map);
+                    if !unchanged {
+                        status.config_map_reference = Some(ConfigMapResourceReference {
+                            name: config_map.clone(),
+                            namespace: namespace.clone(),
+                            uid: found.metadata.uid.clone(),
+                            resource_version: version,
+                            last_update_time: Some(Time(now)),
+                        });
+                    }
+                    run_registry(catalog, &serving, &mut status, context, now).await?;
+                }
+                Ok(None) => {
+                    status.reason = Some(CatalogSourceReason::CONFIG_MAP_ERROR);
+                    status.message = Some(format!(
+                        "failed to get catalog config map {config_map}: configmaps {config_map:?} not found"
+                    ));
+                    write_status(&api, &name, &original, &status).await?;
+                    return Ok(Action::requeue(NOT_READY_RECHECK));
+                }
+                Err(error) => {
+                    return Err(kube_error(format!(
+                        "reading configmap {namespace}/{config_map}"
+                    ))(error));
+                }
+            }
+        }
+        Serving::Image { .. } => {
+            run_registry(catalog, &serving, &mut status, context, now).await?;
+        }
+    }
+
+    // Upstream keeps InvalidIntervalError as the reason while the interval
+    // is unreadable; polling itself goes on with the default.
+    let schedule = decide::poll_schedule(catalog, now);
+    if let Some(message) = schedule.as_ref().and_then(|s| s.invalid_interval.clone()) {
+        status.reason = Some(CatalogSourceReason::INVALID_INTERVAL_ERROR);
+        status.message = Some(message);
+    }
+
+    let mut probed = catalog.clone();
+    probed.status = Some(status.clone());
+    let ready = match decide::connection_address(&probed) {
+        Some(address) => {
+            let probe = context
+                .connections
+                .probe(&namespace, &name, &address, context.config.registry_timeout)
+                .await;
+            if let Some(error) = &probe.error {
+                tracing::debug!(catalog = key(catalog), address, error, "registry not ready");
+            }
+            let previous = status.connection_state.as_ref();
+            let changed = previous.is_none_or(|p| {
+                p.last_observed_state != probe.state
+                    || p.address.as_deref() != Some(address.as_str())
+            });
+            let last_connect = if changed {
+                Some(Time(now))
+            } else {
+                previous.and_then(|p| p.last_connect.clone())
+            };
+            let ready = probe.state == olm_api::catalog_source::ConnectivityState::READY;
+            if ready && changed {
+                publish_ready(context, catalog, now).await;
+            }
+            status.connection_state = Some(GrpcConnectionState {
+                address: Some(address),
+                last_observed_state: probe.state,
+                last_connect,
+            });
+            ready
+        }
+        None => false,
+    };
+
+    write_status(&api, &name, &original, &status).await?;
+    let mut next = if ready {
+        context.config.resync.min(context.config.ready_recheck)
+    } else {
+        NOT_READY_RECHECK
+    };
+    if let Some(schedule) = schedule {
+        let poll = Duration::try_from(schedule.requeue_after).unwrap_or(next);
+        next = next.min(poll.max(Duration::from_secs(1)));
+    }
+    Ok(Action::requeue(next))
+}
+
+/// Tells the bus the catalog's registry became READY, so that readers of
+/// catalog content (packageserver, resolution) refresh at once. A bus
+/// outage only delays them until their own watch or resync.
+async fn publish_ready(context: &Context, catalog: &CatalogSource, now: Timestamp) {
+    let event = CatalogUpdated {
+        catalog: Some(olm_bus::events::ObjectRef {
+            api_version: "operators.coreos.com/v1alpha1".to_owned(),
+            kind: "CatalogSource".to_owned(),
+            namespace: catalog.metadata.namespace.clone().unwrap_or_default(),
+            name: catalog.name_any(),
+            uid: catalog.metadata.uid.clone().unwrap_or_default(),
+            resource_version: catalog
+                .metadata
+                .resource_version
+                .clone()
+                .unwrap_or_default(),
+        }),
+        content_digest: String::new(),
+        previous_content_digest: String::new(),
+        reason: "ConnectionReady".to_owned(),
+        occurred_at: Some(prost_types::Timestamp {
+            seconds: now.as_second(),
+            nanos: now.subsec_nanosecond(),
+        }),
+    };
+    if let Err(error) = context.bus.publish(&event).await {
+        tracing::debug!(error = %error, "catalog update not published");
+    }
+}
+
+async fn write_status(
+    api: &Api<CatalogSource>,
+    name: &str,
+    original: &CatalogSourceStatus,
+    status: &CatalogSourceStatus,
+) -> Result<(), Error> {
+    if original == status {
+        return Ok(());
+    }
+    apply::apply_status(api, &FIELD_MANAGER, name, status).await?;
+    Ok(())
+}
+
+/// Whether a stored object still matches the desired one, by the hash
+/// annotation catalog-operator stamps on what it applies.
+fn up_to_date<K: Resource>(stored: Option<&K>, hash: &str) -> bool {
+    stored.is_some_and(|s| {
+        s.meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
+            .is_some_and(|h| h == hash)
+    })
+}
+
+/// The annotation holding the hash of what catalog-operator last applied to
+/// a registry object, so unchanged objects are not written again.
+pub const SPEC_HASH_ANNOTATION: &str = "olm.catalog-operator/spec-hash";
+
+async fn apply_if_changed<K>(
+    client: &kube::Client,
+    namespace: &str,
+    mut desired: K,
+    stored: Option<&K>,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let hash = decide::spec_hash(&desired);
+    if up_to_date(stored, &hash) {
+        return Ok(());
+    }
+    desired
+        .meta_mut()
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(SPEC_HASH_ANNOTATION.to_owned(), hash);
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    apply::apply(&api, &FIELD_MANAGER, &desired).await?;
+    Ok(())
+}
+
+fn cached<K>(
+    store: &kube::runtime::reflector::Store<K>,
+    namespace: &str,
+    name: &str,
+) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    store.get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+}
+
+fn is_disrupted(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        })
+}
+
+/// Runs the registry of an image or ConfigMap catalog: applies what changed
+/// and makes sure exactly one pod with the current spec serves.
+async fn run_registry(
+    catalog: &CatalogSource,
+    serving: &Serving,
+    status: &mut CatalogSourceStatus,
+    context: &Context,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
+    let name = catalog.name_any();
+    let namespace_labels = context
+        .caches
+        .namespaces
+        .get(&kube::runtime::reflector::ObjectRef::new(&namespace))
+        .and_then(|ns| ns.metadata.labels.clone())
+        .unwrap_or_default();
+    let mut with_status = catalog.clone();
+    with_status.status = Some(status.clone());
+    let Some(RegistryObjects {
+        service_account,
+        service,
+        pod,
+        network_policies,
+    }) = decide::registry_objects(
+        &with_status,
+        serving,
+        &namespace_labels,
+        &context.config.pod_options,
+    )
+    else {
+        return Ok(());
+    };
+    let client = &context.client;
+    let caches = &context.caches;
+
+    let sa_name = service_account.metadata.name.clone().unwrap_or_default();
+    let stored = cached(&caches.service_accounts, &namespace, &sa_name);
+    apply_if_changed(client, &namespace, service_account, stored.as_deref()).await?;
+    let service_name = service.metadata.name.clone().unwrap_or_default();
+    let stored = cached(&caches.services, &namespace, &service_name);
+    apply_if_changed(client, &namespace, service, stored.as_deref()).await?;
+    for policy in network_policies {
+        let policy_name = policy.metadata.name.clone().unwrap_or_default();
+        let stored = cached(&caches.network_policies, &namespace, &policy_name);
+        apply_if_changed(client, &namespace, policy, stored.as_deref()).await?;
+    }
+
+    let wanted_hash = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::POD_SPEC_HASH))
+        .cloned()
+        .unwrap_or_default();
+    let pods: Vec<Arc<Pod>> = caches
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::CATALOG_SOURCE))
+                .is_some_and(|c| *c == name)
+        })
+        .collect();
+    let (current, stale): (Vec<_>, Vec<_>) = pods.into_iter().partition(|p| {
+        p.metadata.deletion_timestamp.is_none()
+            && !is_disrupted(p)
+            && p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::POD_SPEC_HASH))
+                .is_some_and(|h| *h == wanted_hash)
+    });
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let mut created = false;
+    if current.is_empty() {
+        pod_api
+            .create(&PostParams::default(), &pod)
+            .await
+            .map_err(kube_error(format!(
+                "creating the registry pod of {namespace}/{name}"
+            )))?;
+        created = true;
+    }
+    for old in stale
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let grace = if is_disrupted(old) { 0 } else { 1 };
+        let params = DeleteParams {
+            grace_period_seconds: Some(grace),
+            ..DeleteParams::default()
+        };
+        match pod_api.delete(&old.name_any(), &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(response)) if response.code == 404 => {}
+            Err(error) => {
+                return Err(kube_error(format!(
+                    "deleting an old registry pod of {namespace}/{name}"
+                ))(error));
+            }
+        }
+    }
+
+    let same_service = status
+        .registry_service
+        .as_ref()
+        .is_some_and(|s| s.service_name.as_deref() == Some(service_name.as_str()));
+    let created_at = status
+        .registry_service
+        .as_ref()
+        .filter(|_| same_service && !created)
+        .and_then(|s| s.created_at.clone())
+        .unwrap_or(Time(now));
+    status.registry_service = Some(RegistryServiceStatus {
+        protocol: Some("grpc".to_owned()),
+        service_name: Some(service_name),
+        service_namespace: Some(namespace),
+        port: Some(decide::REGISTRY_GRPC_PORT.to_string()),
+        created_at: Some(created_at),
+    });
+    Ok(())
+}

@@ -1,0 +1,347 @@
+//! The service wiring: watches and caches, the reconcilers, and what they do
+//! to the cluster. Every reconcile reads the caches, calls [`crate::decide`]
+//! and carries out what it returns; only this module touches a client.
+//!
+//! Caches: CatalogSources, Namespaces (for pod security labels), and the
+//! registry Pods, Services, ServiceAccounts and NetworkPolicies OLM manages
+//! (`olm.managed=true`). A change to a managed object requeues the catalog
+//! named by its `olm.catalogSource` label or its owner reference.
+
+pub mod catalog_source;
+mod connections;
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use futures::{StreamExt, channel::mpsc};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Pod, Service, ServiceAccount},
+    networking::v1::NetworkPolicy,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    runtime::{
+        self, applier,
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+use olm_api::{catalog_source::CatalogSource, labels};
+use olm_bus::Bus;
+use olm_runtime::{
+    admin::Readiness,
+    apply::FieldManager,
+    cache::{self, Reflector},
+};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::decide::{catalog_source::RegistryPodOptions, image_template::KubeVersion};
+
+pub use connections::Connections;
+
+/// The field manager of everything catalog-operator applies.
+pub const FIELD_MANAGER: FieldManager = FieldManager::new("catalog-operator");
+
+/// Upstream's default resync period (`--interval`).
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(15 * 60);
+
+/// How often a catalog whose registry is not READY is looked at again
+/// (upstream's connection watcher gives each state 10 s).
+pub const NOT_READY_RECHECK: Duration = Duration::from_secs(10);
+
+/// How often a READY registry is checked again by default, so a registry
+/// that goes away shows in status within this time.
+pub const READY_RECHECK: Duration = Duration::from_secs(30);
+
+/// The first delay of a failing reconcile; doubled on every further failure.
+pub const RETRY_BACKOFF_BASE: Duration = Duration::from_millis(500);
+
+/// The longest delay between retries of a failing reconcile.
+pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(60);
+
+const CACHE_POLL: Duration = Duration::from_millis(50);
+
+/// How the controllers are run.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// The global catalog namespace: its catalogs serve every namespace.
+    pub global_catalog_namespace: String,
+    /// Every object is reconciled again after this long (`--interval`).
+    pub resync: Duration,
+    /// What shapes registry pods.
+    pub pod_options: RegistryPodOptions,
+    /// How long connecting to a registry and a health check may take.
+    pub registry_timeout: Duration,
+    /// How often a READY registry is checked again.
+    pub ready_recheck: Duration,
+    /// Namespaces whose catalogs are reconciled; empty means all.
+    pub watched_namespaces: Vec<String>,
+}
+
+impl ControllerConfig {
+    /// Whether catalogs of `namespace` are reconciled.
+    pub fn watches(&self, namespace: &str) -> bool {
+        self.watched_namespaces.is_empty() || self.watched_namespaces.iter().any(|n| n == namespace)
+    }
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            global_catalog_namespace: "olm".to_owned(),
+            resync: DEFAULT_RESYNC,
+            pod_options: RegistryPodOptions::default(),
+            registry_timeout: Duration::from_secs(5),
+            ready_recheck: READY_RECHECK,
+            watched_namespaces: Vec::new(),
+        }
+    }
+}
+
+/// The caches every reconcile reads.
+#[derive(Clone)]
+pub(crate) struct Caches {
+    pub(crate) catalogs: Store<CatalogSource>,
+    pub(crate) namespaces: Store<Namespace>,
+    pub(crate) pods: Store<Pod>,
+    pub(crate) services: Store<Service>,
+    pub(crate) service_accounts: Store<ServiceAccount>,
+    pub(crate) network_policies: Store<NetworkPolicy>,
+}
+
+/// What every reconcile shares.
+pub(crate) struct Context {
+    pub(crate) client: Client,
+    pub(crate) config: ControllerConfig,
+    pub(crate) caches: Caches,
+    pub(crate) connections: Connections,
+    pub(crate) bus: Bus,
+    /// The cluster's version, for `olm.catalogImageTemplate`.
+    pub(crate) kube_version: KubeVersion,
+    pub(crate) failures: std::sync::Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    /// The delay before retrying `key` after one more failure.
+    pub(crate) fn backoff(&self, key: String) -> Duration {
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = failures.entry(key).or_insert(0);
+        *count = count.saturating_add(1);
+        let factor = 2u32.saturating_pow(count.saturating_sub(1).min(16));
+        RETRY_BACKOFF_BASE
+            .saturating_mul(factor)
+            .min(RETRY_BACKOFF_CAP)
+    }
+
+    /// Forgets the failures of `key` after a successful reconcile.
+    pub(crate) fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+    }
+}
+
+/// The catalog a managed registry object belongs to: its
+/// `olm.catalogSource` label, else its CatalogSource owner.
+fn catalog_of<K: Resource>(object: &K) -> Option<ObjectRef<CatalogSource>> {
+    let namespace = object.meta().namespace.as_deref()?;
+    if let Some(name) = object
+        .meta()
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::CATALOG_SOURCE))
+        .filter(|n| !n.is_empty())
+    {
+        return Some(ObjectRef::new(name).within(namespace));
+    }
+    object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "CatalogSource")
+        .map(|o| ObjectRef::new(&o.name).within(namespace))
+}
+
+fn managed<K>(
+    client: &Client,
+    readiness: &Readiness,
+    sender: &mpsc::UnboundedSender<ObjectRef<CatalogSource>>,
+) -> Reflector<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let kind = K::kind(&()).into_owned();
+    let sender = sender.clone();
+    cache::reflect(
+        Api::<K>::all(client.clone()),
+        watcher::Config::default().labels(&format!(
+            "{}={}",
+            labels::MANAGED,
+            labels::MANAGED_VALUE
+        )),
+        readiness.gate(format!("cache:{kind}")),
+        move |object: &K, _| {
+            if let Some(catalog) = catalog_of(object) {
+                let _ = sender.unbounded_send(catalog);
+            }
+        },
+    )
+}
+
+/// Reads the cluster version for image templates; an unreadable version
+/// leaves the placeholders unresolved (and says so in the conditions).
+async fn kube_version(client: &Client) -> KubeVersion {
+    match client.apiserver_version().await {
+        Ok(info) => KubeVersion::from_version_info(&info.major, &info.minor, &info.git_version),
+        Err(error) => {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "cannot read the API server version; catalog image templates stay unresolved"
+            );
+            KubeVersion::default()
+        }
+    }
+}
+
+/// Runs catalog-operator's controllers until `shutdown` is cancelled.
+/// Readiness gates named `cache:<Kind>` are set as each cache fills; no
+/// reconcile starts before all of them are.
+pub async fn run(
+    client: Client,
+    config: ControllerConfig,
+    bus: Bus,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let kube_version = kube_version(&client).await;
+    let (catalog_tx, catalog_rx) = mpsc::unbounded::<ObjectRef<CatalogSource>>();
+    let connections = Connections::default();
+
+    let catalogs = {
+        let tx = catalog_tx.clone();
+        let connections = connections.clone();
+        cache::reflect(
+            Api::<CatalogSource>::all(client.clone()),
+            watcher::Config::default(),
+            readiness.gate("cache:CatalogSource"),
+            move |catalog: &CatalogSource, change| {
+                if change == cache::Change::Deleted {
+                    connections.forget(
+                        catalog.metadata.namespace.as_deref().unwrap_or_default(),
+                        &catalog.name_any(),
+                    );
+                }
+                let _ = tx.unbounded_send(ObjectRef::from_obj(catalog));
+            },
+        )
+    };
+    let namespaces = {
+        let tx = catalog_tx.clone();
+        let catalogs = catalogs.store.clone();
+        cache::reflect(
+            Api::<Namespace>::all(client.clone()),
+            watcher::Config::default(),
+            readiness.gate("cache:Namespace"),
+            move |namespace: &Namespace, _| {
+                // The pod security level of a namespace shapes its registry pods.
+                let name = namespace.name_any();
+                for catalog in catalogs.state() {
+                    if catalog.metadata.namespace.as_deref() == Some(name.as_str()) {
+                        let _ = tx.unbounded_send(ObjectRef::from_obj(catalog.as_ref()));
+                    }
+                }
+            },
+        )
+    };
+    let pods = managed::<Pod>(&client, &readiness, &catalog_tx);
+    let services = managed::<Service>(&client, &readiness, &catalog_tx);
+    let service_accounts = managed::<ServiceAccount>(&client, &readiness, &catalog_tx);
+    let network_policies = managed::<NetworkPolicy>(&client, &readiness, &catalog_tx);
+
+    let caches = Caches {
+        catalogs: catalogs.store.clone(),
+        namespaces: namespaces.store.clone(),
+        pods: pods.store.clone(),
+        services: services.store.clone(),
+        service_accounts: service_accounts.store.clone(),
+        network_policies: network_policies.store.clone(),
+    };
+    let context = Arc::new(Context {
+        client,
+        config,
+        caches,
+        connections,
+        bus,
+        kube_version,
+        failures: std::sync::Mutex::new(HashMap::new()),
+    });
+
+    let reflector_tasks = futures::future::join_all([
+        catalogs.task,
+        namespaces.task,
+        pods.task,
+        services.task,
+        service_accounts.task,
+        network_policies.task,
+    ]);
+
+    let controllers = {
+        let readiness = readiness.clone();
+        let shutdown = shutdown.clone();
+        let context = context.clone();
+        async move {
+            let caches_warm = async {
+                while !readiness.is_ready() {
+                    tokio::time::sleep(CACHE_POLL).await;
+                }
+            };
+            tokio::select! {
+                () = caches_warm => {}
+                () = shutdown.cancelled() => return,
+            }
+            tracing::info!("caches warm; starting controllers");
+            for catalog in context.caches.catalogs.state() {
+                let _ = catalog_tx.unbounded_send(ObjectRef::from_obj(catalog.as_ref()));
+            }
+            let wanted = context.config.clone();
+            applier(
+                |catalog, context| Box::pin(catalog_source::reconcile(catalog, context)),
+                catalog_source::error_policy,
+                context.clone(),
+                context.caches.catalogs.clone(),
+                catalog_rx
+                    .filter(move |r| {
+                        std::future::ready(
+                            wanted.watches(r.namespace.as_deref().unwrap_or_default()),
+                        )
+                    })
+                    .map(Ok::<_, std::convert::Infallible>)
+                    .take_until(shutdown.clone().cancelled_owned()),
+                runtime::Config::default(),
+            )
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(error = %error, "catalogsource controller");
+                }
+            })
+            .await;
+        }
+    };
+
+    tokio::select! {
+        () = controllers => {}
+        _ = reflector_tasks => {}
+    }
+    Ok(())
+}

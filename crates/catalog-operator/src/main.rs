@@ -1,0 +1,204 @@
+//! The `catalog-operator` binary: drives CatalogSources (and, as they land,
+//! Subscriptions and InstallPlans) as upstream OLM's `catalog` binary does,
+//! serving `/metrics`, `/healthz` and `/readyz` on the admin address.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use catalog_operator::{
+    controller::{self, ControllerConfig},
+    decide::catalog_source::RegistryPodOptions,
+};
+use clap::Parser;
+use olm_bus::{Bus, BusArgs};
+use olm_runtime::{
+    admin::{AdminServer, Readiness},
+    config::{AdminServerArgs, KubeArgs, LeaderElectionArgs, TelemetryArgs, parse_duration},
+    leader::LeaderHandle,
+    metrics::MetricsRegistry,
+    shutdown::{DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
+    telemetry::{self, ServiceInfo},
+};
+
+/// The name of this service: its field manager, lease and telemetry name.
+const SERVICE_NAME: &str = "catalog-operator";
+
+/// Operator Lifecycle Manager: catalogs, subscriptions and install plans.
+#[derive(Debug, Parser)]
+#[command(name = "catalog-operator", version)]
+struct Cli {
+    /// The global catalog namespace: its catalogs serve every namespace
+    /// (upstream's `--namespace`; `GLOBAL_CATALOG_NAMESPACE` wins over it).
+    #[arg(
+        long = "namespace",
+        env = "GLOBAL_CATALOG_NAMESPACE",
+        default_value = "olm"
+    )]
+    namespace: String,
+
+    /// How often every catalog is reconciled again without a change.
+    #[arg(long = "interval", env = "OLM_CATALOG_INTERVAL", default_value = "15m", value_parser = parse_duration)]
+    interval: Duration,
+
+    /// The image that serves `configmap` catalogs.
+    #[arg(
+        long = "configmapServerImage",
+        env = "OLM_CONFIGMAP_SERVER_IMAGE",
+        default_value = "quay.io/operator-framework/configmap-operator-registry:latest"
+    )]
+    configmap_server_image: String,
+
+    /// The opm image that serves extracted catalog content.
+    #[arg(
+        long = "opmImage",
+        env = "OLM_OPM_IMAGE",
+        default_value = "quay.io/operator-framework/opm:latest"
+    )]
+    opm_image: String,
+
+    /// The image providing `copy-content` for `extractContent`.
+    #[arg(
+        long = "util-image",
+        env = "OLM_UTIL_IMAGE",
+        default_value = "quay.io/operator-framework/olm:latest"
+    )]
+    util_image: String,
+
+    /// Run registry pods as user 1001 (non-root).
+    #[arg(
+        long = "set-workload-user-id",
+        env = "OLM_SET_WORKLOAD_USER_ID",
+        default_value_t = false
+    )]
+    set_workload_user_id: bool,
+
+    /// How long connecting to a registry and one health check may take.
+    #[arg(long = "registry-timeout", env = "OLM_REGISTRY_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    registry_timeout: Duration,
+
+    #[command(flatten)]
+    kube: KubeArgs,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
+    #[command(flatten)]
+    admin: AdminServerArgs,
+    #[command(flatten)]
+    leader_election: LeaderElectionArgs,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let _telemetry = telemetry::init(
+        &cli.telemetry,
+        &ServiceInfo::new(SERVICE_NAME, env!("CARGO_PKG_VERSION")),
+    )?;
+    let registry = MetricsRegistry::default();
+    let client = cli
+        .kube
+        .client()
+        .await
+        .context("building the kube client")?;
+    let readiness = Readiness::default();
+    let shutdown = on_signal()?;
+    let admin = AdminServer::bind(
+        cli.admin.bind_address,
+        Arc::new(registry),
+        readiness.clone(),
+    )
+    .await?;
+    let bus = Bus::connect(&cli.bus, SERVICE_NAME).await?;
+
+    let mut tasks = TaskSet::new(shutdown.clone());
+    tasks.spawn("admin-server", admin.serve(shutdown.clone()));
+
+    let mut leader = match cli.leader_election.resolve(SERVICE_NAME, &client)? {
+        Some(config) => LeaderHandle::spawn(client.clone(), config)?,
+        None => LeaderHandle::always_leader(),
+    };
+    let config = ControllerConfig {
+        global_catalog_namespace: cli.namespace,
+        resync: cli.interval,
+        pod_options: RegistryPodOptions {
+            workload_user_id: cli.set_workload_user_id.then_some(1001),
+            config_map_server_image: cli.configmap_server_image,
+            opm_image: cli.opm_image,
+            util_image: cli.util_image,
+        },
+        registry_timeout: cli.registry_timeout,
+        ..ControllerConfig::default()
+    };
+    let stop = shutdown.clone();
+    tasks.spawn("controllers", async move {
+        tokio::select! {
+            acquired = leader.acquired() => acquired?,
+            () = stop.cancelled() => return Ok::<(), anyhow::Error>(()),
+        }
+        tracing::info!("leading; starting controllers");
+        let controllers = stop.child_token();
+        let lost = leader.lost();
+        let on_loss = controllers.clone();
+        tokio::spawn(async move {
+            lost.await;
+            on_loss.cancel();
+        });
+        controller::run(client, config, bus, readiness, controllers).await?;
+        leader.release().await?;
+        if !stop.is_cancelled() {
+            anyhow::bail!("leadership lost");
+        }
+        Ok(())
+    });
+    tasks.run(DEFAULT_DRAIN_DEADLINE).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn command_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_can_be_set_from_the_environment() {
+        let missing: Vec<_> = Cli::command()
+            .get_arguments()
+            .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
+            .filter(|arg| arg.get_env().is_none())
+            .map(|arg| arg.get_id().to_string())
+            .collect();
+        assert!(missing.is_empty(), "flags without env: {missing:?}");
+    }
+
+    #[test]
+    fn upstream_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "catalog-operator",
+            "--namespace",
+            "operator-lifecycle-manager",
+            "--configmapServerImage",
+            "example.com/cm:1",
+            "--opmImage",
+            "example.com/opm:1",
+            "--util-image",
+            "example.com/olm:1",
+            "--set-workload-user-id",
+            "--interval",
+            "30m",
+        ])
+        .expect("flags parse");
+        assert_eq!(cli.namespace, "operator-lifecycle-manager");
+        assert_eq!(cli.interval, Duration::from_secs(1800));
+        assert!(cli.set_workload_user_id);
+        let defaults = Cli::try_parse_from(["catalog-operator"]).expect("defaults parse");
+        assert_eq!(defaults.interval, Duration::from_secs(900));
+        assert_eq!(defaults.namespace, "olm");
+    }
+}

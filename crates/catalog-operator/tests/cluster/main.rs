@@ -1,0 +1,122 @@
+//! catalog-operator's controllers against a real control plane
+//! (kube-apiserver, etcd, controller-manager, scheduler and kwok from
+//! `olm-testkit`), one test binary so the control plane starts once. Each
+//! test runs the controllers in-process, watching only its own namespace.
+
+// Helpers of a test binary: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod catalogs;
+
+use std::{future::Future, path::PathBuf, time::Duration};
+
+use catalog_operator::controller::{self, ControllerConfig};
+use olm_bus::Bus;
+use olm_runtime::admin::Readiness;
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Installs a log subscriber that the test harness captures, once.
+pub(crate) fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "catalog_operator=debug".into()),
+        )
+        .try_init();
+}
+
+/// Applies OLM's CRDs once per test binary and waits until Established.
+pub(crate) async fn olm_crds_installed() {
+    static INSTALLED: OnceCell<()> = OnceCell::const_new();
+    INSTALLED
+        .get_or_init(|| async {
+            olm_testkit::control_plane().install_crds(&workspace_root().join("deploy/crds"));
+        })
+        .await;
+}
+
+/// Polls `check` until it returns `Ok`, failing with the last error after
+/// `deadline`.
+pub(crate) async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut last = String::from("not checked yet");
+    while started.elapsed() < deadline {
+        match check().await {
+            Ok(value) => return value,
+            Err(error) => last = error,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within {deadline:?}; last: {last}");
+}
+
+/// The controllers running in this test for one namespace; stopped on drop.
+pub(crate) struct RunningOperator {
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningOperator {
+    pub(crate) async fn start(namespace: &str) -> Self {
+        let client = olm_testkit::control_plane().client().await;
+        let readiness = Readiness::default();
+        let shutdown = CancellationToken::new();
+        let config = ControllerConfig {
+            watched_namespaces: vec![namespace.to_owned()],
+            ready_recheck: Duration::from_secs(1),
+            registry_timeout: Duration::from_secs(2),
+            ..ControllerConfig::default()
+        };
+        let task = tokio::spawn({
+            let readiness = readiness.clone();
+            let shutdown = shutdown.clone();
+            async move {
+                controller::run(client, config, Bus::disabled(), readiness, shutdown)
+                    .await
+                    .unwrap();
+            }
+        });
+        let _ = readiness.gate("cache:CatalogSource");
+        eventually("controllers ready", Duration::from_secs(30), || {
+            let readiness = readiness.clone();
+            async move {
+                if readiness.is_ready() {
+                    Ok(())
+                } else {
+                    Err(format!("unmet: {:?}", readiness.unmet()))
+                }
+            }
+        })
+        .await;
+        Self {
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    pub(crate) async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(20), task)
+                .await
+                .expect("controllers stop within 20 s")
+                .unwrap();
+        }
+    }
+}
+
+impl Drop for RunningOperator {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
