@@ -76,6 +76,16 @@ struct Cli {
     #[arg(long = "registry-timeout", env = "OLM_REGISTRY_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     registry_timeout: Duration,
 
+    /// How long after its start a failing InstallPlan keeps retrying before
+    /// it is Failed.
+    #[arg(
+        long = "install-plan-retry-timeout",
+        env = "OLM_INSTALL_PLAN_RETRY_TIMEOUT",
+        default_value = "1m",
+        value_parser = parse_duration
+    )]
+    install_plan_retry_timeout: Duration,
+
     #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
@@ -128,6 +138,8 @@ async fn main() -> anyhow::Result<()> {
             util_image: cli.util_image,
         },
         registry_timeout: cli.registry_timeout,
+        install_plan_retry_timeout: jiff::SignedDuration::try_from(cli.install_plan_retry_timeout)
+            .context("--install-plan-retry-timeout is too long")?,
         ..ControllerConfig::default()
     };
     let stop = shutdown.clone();

@@ -9,6 +9,7 @@
 
 pub mod catalog_source;
 mod connections;
+pub mod install_plan;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -25,7 +26,7 @@ use kube::{
         watcher,
     },
 };
-use olm_api::{catalog_source::CatalogSource, labels};
+use olm_api::{catalog_source::CatalogSource, install_plan::InstallPlan, labels};
 use olm_bus::Bus;
 use olm_runtime::{
     admin::Readiness,
@@ -74,8 +75,12 @@ pub struct ControllerConfig {
     pub registry_timeout: Duration,
     /// How often a READY registry is checked again.
     pub ready_recheck: Duration,
-    /// Namespaces whose catalogs are reconciled; empty means all.
+    /// Namespaces whose catalogs and InstallPlans are reconciled; empty
+    /// means all.
     pub watched_namespaces: Vec<String>,
+    /// How long after its start a failing InstallPlan keeps retrying
+    /// (`--install-plan-retry-timeout`).
+    pub install_plan_retry_timeout: jiff::SignedDuration,
 }
 
 impl ControllerConfig {
@@ -94,6 +99,7 @@ impl Default for ControllerConfig {
             registry_timeout: Duration::from_secs(5),
             ready_recheck: READY_RECHECK,
             watched_namespaces: Vec::new(),
+            install_plan_retry_timeout: crate::decide::install_plan::DEFAULT_RETRY_TIMEOUT,
         }
     }
 }
@@ -107,6 +113,7 @@ pub(crate) struct Caches {
     pub(crate) services: Store<Service>,
     pub(crate) service_accounts: Store<ServiceAccount>,
     pub(crate) network_policies: Store<NetworkPolicy>,
+    pub(crate) install_plans: Store<InstallPlan>,
 }
 
 /// What every reconcile shares.
@@ -264,6 +271,18 @@ pub async fn run(
             },
         )
     };
+    let (plan_tx, plan_rx) = mpsc::unbounded::<ObjectRef<InstallPlan>>();
+    let install_plans = {
+        let tx = plan_tx.clone();
+        cache::reflect(
+            Api::<InstallPlan>::all(client.clone()),
+            watcher::Config::default(),
+            readiness.gate("cache:InstallPlan"),
+            move |plan: &InstallPlan, _| {
+                let _ = tx.unbounded_send(ObjectRef::from_obj(plan));
+            },
+        )
+    };
     let pods = managed::<Pod>(&client, &readiness, &catalog_tx);
     let services = managed::<Service>(&client, &readiness, &catalog_tx);
     let service_accounts = managed::<ServiceAccount>(&client, &readiness, &catalog_tx);
@@ -276,6 +295,7 @@ pub async fn run(
         services: services.store.clone(),
         service_accounts: service_accounts.store.clone(),
         network_policies: network_policies.store.clone(),
+        install_plans: install_plans.store.clone(),
     };
     let context = Arc::new(Context {
         client,
@@ -294,6 +314,7 @@ pub async fn run(
         services.task,
         service_accounts.task,
         network_policies.task,
+        install_plans.task,
     ]);
 
     let controllers = {
@@ -314,8 +335,11 @@ pub async fn run(
             for catalog in context.caches.catalogs.state() {
                 let _ = catalog_tx.unbounded_send(ObjectRef::from_obj(catalog.as_ref()));
             }
+            for plan in context.caches.install_plans.state() {
+                let _ = plan_tx.unbounded_send(ObjectRef::from_obj(plan.as_ref()));
+            }
             let wanted = context.config.clone();
-            applier(
+            let catalog_loop = applier(
                 |catalog, context| Box::pin(catalog_source::reconcile(catalog, context)),
                 catalog_source::error_policy,
                 context.clone(),
@@ -334,8 +358,29 @@ pub async fn run(
                 if let Err(error) = result {
                     tracing::debug!(error = %error, "catalogsource controller");
                 }
-            })
-            .await;
+            });
+            let wanted = context.config.clone();
+            let plan_loop = applier(
+                |plan, context| Box::pin(install_plan::reconcile(plan, context)),
+                install_plan::error_policy,
+                context.clone(),
+                context.caches.install_plans.clone(),
+                plan_rx
+                    .filter(move |r| {
+                        std::future::ready(
+                            wanted.watches(r.namespace.as_deref().unwrap_or_default()),
+                        )
+                    })
+                    .map(Ok::<_, std::convert::Infallible>)
+                    .take_until(shutdown.clone().cancelled_owned()),
+                runtime::Config::default(),
+            )
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(error = %error, "installplan controller");
+                }
+            });
+            futures::join!(catalog_loop, plan_loop);
         }
     };
 

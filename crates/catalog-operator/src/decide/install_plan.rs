@@ -271,3 +271,25 @@ pub fn invalid_existing_cr_message(
 pub fn terminal(status: &InstallPlanStatus) -> bool {
     status.phase == InstallPlanPhase::COMPLETE || status.phase == InstallPlanPhase::FAILED
 }
+
+/// The annotation catalog-operator puts on a CRD it installs, recording the
+/// CSV it was installed alongside: key
+/// `operatorframework.io/installed-alongside-<fnv64a hex of "<ns>/<csv>">`,
+/// value `<ns>/<csv>`.
+pub fn installed_alongside(namespace: &str, csv: &str) -> (String, String) {
+    let value = format!("{namespace}/{csv}");
+    let key = format!(
+        "{}{:x}",
+        olm_api::labels::INSTALLED_ALONGSIDE_PREFIX,
+        olm_api::labels::fnv1a_64(value.as_bytes())
+    );
+    (key, value)
+}
+
+/// The error upstream reports when a step's kind is not served by the
+/// cluster.
+pub fn api_not_found_message(kind: &str, name: &str, gvk: &str) -> String {
+    format!(
+        "api-server resource not found installing {kind} {name}: GroupVersionKind {gvk} not found on the cluster. This API may have been deprecated and removed, see https://kubernetes.io/docs/reference/using-api/deprecation-guide/ for more information."
+    )
+}

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod catalogs;
+mod install_plans;
 
 use std::{future::Future, path::PathBuf, time::Duration};
 
@@ -75,6 +76,7 @@ impl RunningOperator {
             watched_namespaces: vec![namespace.to_owned()],
             ready_recheck: Duration::from_secs(1),
             registry_timeout: Duration::from_secs(2),
+            install_plan_retry_timeout: jiff::SignedDuration::from_secs(2),
             ..ControllerConfig::default()
         };
         let task = tokio::spawn({

@@ -1,0 +1,386 @@
+//! InstallPlans end to end: steps carried out in order with their statuses,
+//! manual approval, invalid plans, and CRD updates that would lose data.
+
+use std::time::Duration;
+
+use k8s_openapi::{
+    api::{core::v1::ServiceAccount, rbac::v1::ClusterRole},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use olm_api::{csv::ClusterServiceVersion, install_plan::InstallPlan};
+use serde_json::{Value, json};
+
+use crate::{RunningOperator, eventually, init_logs, olm_crds_installed};
+
+const WAIT: Duration = Duration::from_secs(40);
+
+fn crd(group: &str, versions: &[&str]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            json!({
+                "name": v, "served": true, "storage": i == versions.len() - 1,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+            "scope": "Namespaced",
+            "versions": versions,
+        }
+    })
+}
+
+fn csv(name: &str) -> Value {
+    json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": name},
+        "spec": {
+            "displayName": "Widgets",
+            "version": "1.0.0",
+            "install": {"strategy": "deployment", "spec": {"deployments": []}},
+            "installModes": [{"type": "OwnNamespace", "supported": true}],
+        }
+    })
+}
+
+fn step(
+    resolving: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+    name: &str,
+    manifest: &Value,
+) -> Value {
+    json!({
+        "resolving": resolving,
+        "resource": {
+            "sourceName": "cat", "sourceNamespace": "olm",
+            "group": group, "version": version, "kind": kind, "name": name,
+            "manifest": manifest.to_string(),
+        },
+        "status": "Unknown",
+    })
+}
+
+async fn create_plan(
+    api: &Api<InstallPlan>,
+    name: &str,
+    approved: bool,
+    phase: &str,
+    steps: Vec<Value>,
+) {
+    let plan: InstallPlan = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "InstallPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterServiceVersionNames": ["widgets.v1"],
+            "approval": if approved { "Automatic" } else { "Manual" },
+            "approved": approved,
+            "generation": 1,
+        }
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &plan).await.unwrap();
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"status": {"phase": phase, "catalogSources": ["cat"], "plan": steps}}),
+        ),
+    )
+    .await
+    .unwrap();
+}
+
+async fn wait_phase(api: &Api<InstallPlan>, name: &str, phase: &str) -> Value {
+    eventually(&format!("{name} {phase}"), WAIT, || async {
+        let plan = api.get(name).await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(plan.status.unwrap_or_default()).unwrap();
+        if status["phase"] == phase {
+            Ok(status)
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await
+}
+
+fn widget_steps(group: &str) -> Vec<Value> {
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "widget-operator"}});
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": format!("widgets-{group}")},
+        "rules": [{"apiGroups": [group], "resources": ["widgets"], "verbs": ["get"]}],
+    });
+    vec![
+        step(
+            "widgets.v1",
+            "operators.coreos.com",
+            "v1alpha1",
+            "ClusterServiceVersion",
+            "widgets.v1",
+            &csv("widgets.v1"),
+        ),
+        step(
+            "widgets.v1",
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            &format!("widgets.{group}"),
+            &crd(group, &["v1"]),
+        ),
+        step(
+            "widgets.v1",
+            "",
+            "v1",
+            "ServiceAccount",
+            "widget-operator",
+            &sa,
+        ),
+        step(
+            "widgets.v1",
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            &format!("widgets-{group}"),
+            &role,
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn an_approved_plan_is_carried_out_step_by_step() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-install").await;
+    let client = plane.client().await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let group = format!("{}.test.olm.io", ns.name());
+    create_plan(
+        &api,
+        "install-auto",
+        true,
+        "Installing",
+        widget_steps(&group),
+    )
+    .await;
+
+    let status = wait_phase(&api, "install-auto", "Complete").await;
+    let statuses: Vec<_> = status["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["Created", "Created", "Created", "Created"],
+        "{status}"
+    );
+    let installed = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Installed")
+        .unwrap();
+    assert_eq!(installed["status"], "True");
+    assert!(status["startTime"].is_string());
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds.get(&format!("widgets.{group}")).await.unwrap();
+    assert_eq!(crd.metadata.labels.as_ref().unwrap()["olm.managed"], "true");
+    let alongside = format!("{}/widgets.v1", ns.name());
+    assert!(
+        crd.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(
+                |(k, v)| k.starts_with("operatorframework.io/installed-alongside-")
+                    && *v == alongside
+            ),
+        "{:?}",
+        crd.metadata.annotations
+    );
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns.name());
+    let csv = csvs.get("widgets.v1").await.unwrap();
+    assert_eq!(csv.metadata.labels.as_ref().unwrap()["olm.managed"], "true");
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
+    let account = accounts.get("widget-operator").await.unwrap();
+    let owner = &account.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("ClusterServiceVersion", "widgets.v1")
+    );
+    assert_eq!(owner.uid, csv.metadata.uid.unwrap());
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let role = roles.get(&format!("widgets-{group}")).await.unwrap();
+    let role_labels = role.metadata.labels.unwrap();
+    assert_eq!(role_labels["olm.owner"], "widgets.v1");
+    assert_eq!(role_labels["olm.owner.namespace"], ns.name());
+    assert_eq!(role_labels["olm.owner.kind"], "ClusterServiceVersion");
+    roles
+        .delete(&format!("widgets-{group}"), &Default::default())
+        .await
+        .unwrap();
+    crds.delete(&format!("widgets.{group}"), &Default::default())
+        .await
+        .unwrap();
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_manual_plan_waits_for_approval() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-manual").await;
+    let client = plane.client().await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "waiting"}});
+    create_plan(
+        &api,
+        "install-manual",
+        false,
+        "RequiresApproval",
+        vec![step("", "", "v1", "ServiceAccount", "waiting", &sa)],
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
+    assert!(
+        accounts.get_opt("waiting").await.unwrap().is_none(),
+        "nothing happens before approval"
+    );
+    assert_eq!(
+        wait_phase(&api, "install-manual", "RequiresApproval").await["plan"][0]["status"],
+        "Unknown"
+    );
+    api.patch(
+        "install-manual",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"approved": true}})),
+    )
+    .await
+    .unwrap();
+    wait_phase(&api, "install-manual", "Complete").await;
+    assert!(accounts.get_opt("waiting").await.unwrap().is_some());
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn plans_with_unsupported_kinds_fail_without_applying_anything() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-invalid").await;
+    let client = plane.client().await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "never"}});
+    let deployment =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "sneaky"}});
+    create_plan(
+        &api,
+        "install-invalid",
+        true,
+        "Installing",
+        vec![
+            step("", "", "v1", "ServiceAccount", "never", &sa),
+            step("", "apps", "v1", "Deployment", "sneaky", &deployment),
+        ],
+    )
+    .await;
+    let status = wait_phase(&api, "install-invalid", "Failed").await;
+    assert_eq!(status["message"], "the InstallPlan contains invalid data");
+    assert_eq!(status["plan"][1]["status"], "UnsupportedResource");
+    let installed = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Installed")
+        .unwrap();
+    assert_eq!(
+        (installed["status"].as_str(), installed["reason"].as_str()),
+        (Some("False"), Some("InstallComponentFailed"))
+    );
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
+    assert!(accounts.get_opt("never").await.unwrap().is_none());
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_crd_update_that_drops_a_stored_version_is_refused() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-crd-safety").await;
+    let client = plane.client().await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let group = format!("{}.test.olm.io", ns.name());
+    let name = format!("widgets.{group}");
+    create_plan(
+        &api,
+        "install-v1",
+        true,
+        "Installing",
+        vec![step(
+            "widgets.v1",
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            &name,
+            &crd(&group, &["v1"]),
+        )],
+    )
+    .await;
+    wait_phase(&api, "install-v1", "Complete").await;
+    create_plan(
+        &api,
+        "install-v2",
+        true,
+        "Installing",
+        vec![step(
+            "widgets.v2",
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            &name,
+            &crd(&group, &["v2"]),
+        )],
+    )
+    .await;
+    // Retried within the retry timeout (2 s in these tests), then Failed.
+    let status = wait_phase(&api, "install-v2", "Failed").await;
+    assert_eq!(
+        status["message"],
+        format!("risk of data loss updating \"{name}\": new CRD removes version v1 that is listed as a stored version on the existing CRD").as_str()
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let stored = crds.get(&name).await.unwrap();
+    assert_eq!(
+        stored.spec.versions[0].name, "v1",
+        "the CRD is left as it was"
+    );
+    crds.delete(&name, &Default::default()).await.unwrap();
+    operator.stop().await;
+}
