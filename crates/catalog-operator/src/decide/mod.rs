@@ -6,4 +6,5 @@ pub mod catalog_source;
 pub mod go_duration;
 pub mod image_template;
 pub mod install_plan;
+pub mod steps;
 pub mod subscription;

@@ -1,0 +1,163 @@
+//! The InstallPlan steps of one resolved bundle: its CSV (with `replaces`
+//! set to the CSV it upgrades and the resolved properties recorded), then
+//! every other object of the bundle in bundle order. Upstream:
+//! `NewStepResourceFromBundle` and `NewStepsFromBundle`
+//! (`pkg/controller/registry/resolver/steps.go`).
+
+use olm_api::install_plan::{Step, StepResource, StepStatus};
+use serde_json::{Map, Value};
+
+/// Where a bundle came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleSource {
+    /// The catalog's name.
+    pub catalog: String,
+    /// The catalog's namespace.
+    pub catalog_namespace: String,
+}
+
+/// A resolved bundle's content, as the registry returns it (`GetBundle`:
+/// `csvJson` and `object`) or as the unpacker stored it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BundleContent {
+    /// The CSV's name.
+    pub csv_name: String,
+    /// The CSV as JSON; when empty, the CSV is looked for among `objects`.
+    pub csv_json: String,
+    /// Every manifest of the bundle as JSON, the CSV included.
+    pub objects: Vec<String>,
+}
+
+/// Why a bundle cannot become steps.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepsError {
+    /// A manifest is not a JSON object with apiVersion, kind and name.
+    #[error("bundle {csv}: manifest {index} is not a Kubernetes object: {reason}")]
+    BadManifest {
+        /// The bundle's CSV.
+        csv: String,
+        /// Position of the manifest in the bundle.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The bundle has no CSV.
+    #[error("bundle {csv}: no ClusterServiceVersion in the bundle")]
+    NoCsv {
+        /// The bundle's CSV name, as resolved.
+        csv: String,
+    },
+}
+
+/// The annotation upstream records resolved properties under.
+pub const PROPERTIES_ANNOTATION: &str = olm_api::labels::PROPERTIES;
+
+fn parse(csv: &str, index: usize, text: &str) -> Result<Map<String, Value>, StepsError> {
+    let bad = |reason: &str| StepsError::BadManifest {
+        csv: csv.to_owned(),
+        index,
+        reason: reason.to_owned(),
+    };
+    let value: Value = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
+    let Value::Object(object) = value else {
+        return Err(bad("not a JSON object"));
+    };
+    for field in ["apiVersion", "kind"] {
+        if object
+            .get(field)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(bad(&format!("{field} is missing")));
+        }
+    }
+    if object
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return Err(bad("metadata.name is missing"));
+    }
+    Ok(object)
+}
+
+fn step_of(resolving: &str, source: &BundleSource, object: &Map<String, Value>) -> Step {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let mut kind = object["kind"].as_str().unwrap_or_default().to_owned();
+    if kind == "Secret" {
+        // Bundle secrets are their own step kind upstream.
+        kind = "BundleSecret".to_owned();
+    }
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    Step {
+        resolving: resolving.to_owned(),
+        resource: StepResource {
+            catalog_source: source.catalog.clone(),
+            catalog_source_namespace: source.catalog_namespace.clone(),
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind,
+            name: name.to_owned(),
+            manifest: Some(Value::Object(object.clone()).to_string()),
+        },
+        optional: None,
+        status: StepStatus::UNKNOWN,
+    }
+}
+
+/// The steps of one bundle. `replaces` is the installed CSV the bundle
+/// upgrades (written into the CSV's `spec.replaces`, as upstream does), and
+/// `properties` the resolved properties JSON for the
+/// `operatorframework.io/properties` annotation.
+pub fn steps_for_bundle(
+    bundle: &BundleContent,
+    source: &BundleSource,
+    replaces: Option<&str>,
+    properties: Option<&str>,
+) -> Result<Vec<Step>, StepsError> {
+    let csv_name = &bundle.csv_name;
+    let mut parsed = Vec::with_capacity(bundle.objects.len());
+    for (index, text) in bundle.objects.iter().enumerate() {
+        parsed.push(parse(csv_name, index, text)?);
+    }
+    let is_csv = |o: &Map<String, Value>| o["kind"] == "ClusterServiceVersion";
+    let mut csv = if bundle.csv_json.trim().is_empty() {
+        parsed
+            .iter()
+            .find(|o| is_csv(o))
+            .cloned()
+            .ok_or_else(|| StepsError::NoCsv {
+                csv: csv_name.clone(),
+            })?
+    } else {
+        parse(csv_name, usize::MAX, &bundle.csv_json)?
+    };
+    let spec = csv
+        .entry("spec")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let (Some(replaces), Value::Object(spec)) = (replaces, spec) {
+        spec.insert("replaces".to_owned(), Value::String(replaces.to_owned()));
+    }
+    if let (Some(properties), Some(Value::Object(metadata))) = (properties, csv.get_mut("metadata"))
+    {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(annotations) = annotations {
+            annotations.insert(
+                PROPERTIES_ANNOTATION.to_owned(),
+                Value::String(properties.to_owned()),
+            );
+        }
+    }
+    let mut steps = vec![step_of(csv_name, source, &csv)];
+    steps.extend(
+        parsed
+            .iter()
+            .filter(|o| !is_csv(o))
+            .map(|o| step_of(csv_name, source, o)),
+    );
+    Ok(steps)
+}

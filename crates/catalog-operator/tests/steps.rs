@@ -1,0 +1,185 @@
+//! A resolved bundle becomes InstallPlan steps: the CSV first (with
+//! `replaces` and the resolved properties), then the other objects.
+#![allow(clippy::unwrap_used)]
+
+use catalog_operator::decide::steps::{self, BundleContent, BundleSource, StepsError};
+use olm_catalog::bundle::{LoadBundleOptions, Payload, RegistryBundle};
+
+fn source() -> BundleSource {
+    BundleSource {
+        catalog: "community".into(),
+        catalog_namespace: "olm".into(),
+    }
+}
+
+fn manifest(api_version: &str, kind: &str, name: &str) -> String {
+    serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}})
+        .to_string()
+}
+
+#[test]
+fn the_csv_comes_first_then_the_bundle_order() {
+    let bundle = BundleContent {
+        csv_name: "etcd.v2".into(),
+        csv_json: String::new(),
+        objects: vec![
+            manifest(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                "etcds.example.com",
+            ),
+            manifest(
+                "operators.coreos.com/v1alpha1",
+                "ClusterServiceVersion",
+                "etcd.v2",
+            ),
+            manifest("v1", "Secret", "token"),
+            manifest("v1", "ConfigMap", "settings"),
+        ],
+    };
+    let steps = steps::steps_for_bundle(
+        &bundle,
+        &source(),
+        Some("etcd.v1"),
+        Some(r#"{"properties":[]}"#),
+    )
+    .unwrap();
+    let kinds: Vec<_> = steps
+        .iter()
+        .map(|s| (s.resource.kind.as_str(), s.resource.name.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ClusterServiceVersion", "etcd.v2"),
+            ("CustomResourceDefinition", "etcds.example.com"),
+            ("BundleSecret", "token"),
+            ("ConfigMap", "settings"),
+        ]
+    );
+    let csv: serde_json::Value =
+        serde_json::from_str(steps[0].resource.manifest.as_deref().unwrap()).unwrap();
+    assert_eq!(csv["spec"]["replaces"], "etcd.v1");
+    assert_eq!(
+        csv["metadata"]["annotations"]["operatorframework.io/properties"],
+        r#"{"properties":[]}"#
+    );
+    for step in &steps {
+        assert_eq!(step.resolving, "etcd.v2");
+        assert_eq!(step.status.as_str(), "Unknown");
+        assert_eq!(
+            (
+                step.resource.catalog_source.as_str(),
+                step.resource.catalog_source_namespace.as_str()
+            ),
+            ("community", "olm")
+        );
+    }
+    assert_eq!(
+        (
+            steps[1].resource.group.as_str(),
+            steps[1].resource.version.as_str()
+        ),
+        ("apiextensions.k8s.io", "v1")
+    );
+    assert_eq!(
+        (
+            steps[3].resource.group.as_str(),
+            steps[3].resource.version.as_str()
+        ),
+        ("", "v1")
+    );
+}
+
+#[test]
+fn csv_json_wins_and_replaces_is_only_set_for_upgrades() {
+    let bundle = BundleContent {
+        csv_name: "etcd.v1".into(),
+        csv_json: manifest(
+            "operators.coreos.com/v1alpha1",
+            "ClusterServiceVersion",
+            "etcd.v1",
+        ),
+        objects: vec![],
+    };
+    let steps = steps::steps_for_bundle(&bundle, &source(), None, None).unwrap();
+    assert_eq!(steps.len(), 1);
+    let csv: serde_json::Value =
+        serde_json::from_str(steps[0].resource.manifest.as_deref().unwrap()).unwrap();
+    assert!(csv["spec"].get("replaces").is_none());
+}
+
+#[test]
+fn malformed_bundles_are_refused_with_the_position() {
+    let cases = [
+        (vec!["not json".to_owned()], "manifest 0"),
+        (vec!["[1,2]".to_owned()], "not a JSON object"),
+        (
+            vec![r#"{"kind":"ConfigMap","metadata":{"name":"x"}}"#.to_owned()],
+            "apiVersion is missing",
+        ),
+        (
+            vec![r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}"#.to_owned()],
+            "metadata.name is missing",
+        ),
+    ];
+    for (objects, want) in cases {
+        let bundle = BundleContent {
+            csv_name: "x.v1".into(),
+            csv_json: String::new(),
+            objects,
+        };
+        let error = steps::steps_for_bundle(&bundle, &source(), None, None).unwrap_err();
+        assert!(error.to_string().contains(want), "{error}");
+    }
+    let no_csv = BundleContent {
+        csv_name: "x.v1".into(),
+        csv_json: String::new(),
+        objects: vec![manifest("v1", "ConfigMap", "c")],
+    };
+    assert_eq!(
+        steps::steps_for_bundle(&no_csv, &source(), None, None),
+        Err(StepsError::NoCsv { csv: "x.v1".into() })
+    );
+}
+
+#[test]
+fn a_real_bundle_becomes_steps() {
+    let Some(testdata) = olm_testkit::testdata() else {
+        return;
+    };
+    let bundle = RegistryBundle::load_dir_with(
+        testdata.join("bundles/etcd/0.9.4"),
+        &LoadBundleOptions::new(),
+    )
+    .unwrap();
+    let fbc = bundle.to_fbc_bundle("quay.io/example/etcd-bundle:0.9.4", Payload::BundleObjects);
+    let content = BundleContent {
+        csv_name: fbc.name.clone(),
+        csv_json: fbc.csv_json().unwrap().unwrap_or_default(),
+        objects: fbc.objects().unwrap(),
+    };
+    let steps =
+        steps::steps_for_bundle(&content, &source(), Some("etcdoperator.v0.9.2"), None).unwrap();
+    let kinds: Vec<_> = steps.iter().map(|s| s.resource.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterServiceVersion",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition"
+        ]
+    );
+    assert_eq!(steps[0].resource.name, "etcdoperator.v0.9.4");
+    let mut crds: Vec<_> = steps[1..].iter().map(|s| s.resource.name.clone()).collect();
+    crds.sort();
+    assert_eq!(
+        crds,
+        [
+            "etcdbackups.etcd.database.coreos.com",
+            "etcdclusters.etcd.database.coreos.com",
+            "etcdrestores.etcd.database.coreos.com"
+        ]
+    );
+}
