@@ -83,4 +83,5 @@ pub mod location;
 pub mod property;
 pub mod render;
 pub mod semver;
+pub mod unpacked;
 pub mod validate;

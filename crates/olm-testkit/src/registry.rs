@@ -11,6 +11,25 @@ use crate::{
 /// How long the registry may take to accept connections.
 const REGISTRY_START_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The user name of [`Registry::start_with_basic_auth`].
+pub const BASIC_AUTH_USER: &str = "olm-testkit";
+/// The password of [`Registry::start_with_basic_auth`].
+pub const BASIC_AUTH_PASSWORD: &str = "olm-testkit-password";
+/// bcrypt of [`BASIC_AUTH_PASSWORD`] (cost 5), for the registry's htpasswd file.
+const BASIC_AUTH_BCRYPT: &str = "$2a$05$fFpr6cIzU3UntQfmU8.Wrup6L.L0oJjuCrPPn73ZTBEHcnFZ.t3fS";
+
+/// How clients must authenticate.
+enum Auth<'a> {
+    None,
+    Basic,
+    Token {
+        realm: &'a str,
+        service: &'a str,
+        issuer: &'a str,
+        root_cert_pem: &'a str,
+    },
+}
+
 /// A running registry; dropping it stops it and deletes its storage.
 #[derive(Debug)]
 pub struct Registry {
@@ -22,6 +41,34 @@ pub struct Registry {
 impl Registry {
     /// Starts a new, empty registry and waits until it accepts connections.
     pub fn start() -> Result<Registry, Error> {
+        Self::start_with(Auth::None)
+    }
+
+    /// Starts a registry that demands HTTP basic authentication (htpasswd)
+    /// with [`BASIC_AUTH_USER`] and [`BASIC_AUTH_PASSWORD`].
+    pub fn start_with_basic_auth() -> Result<Registry, Error> {
+        Self::start_with(Auth::Basic)
+    }
+
+    /// Starts a registry that demands bearer tokens (Docker's token
+    /// authentication): clients are sent to `realm` for a JWT issued by
+    /// `issuer` for `service`, signed by a key whose certificate chains to
+    /// `root_cert_pem`.
+    pub fn start_with_token_auth(
+        realm: &str,
+        service: &str,
+        issuer: &str,
+        root_cert_pem: &str,
+    ) -> Result<Registry, Error> {
+        Self::start_with(Auth::Token {
+            realm,
+            service,
+            issuer,
+            root_cert_pem,
+        })
+    }
+
+    fn start_with(auth: Auth<'_>) -> Result<Registry, Error> {
         let binary = assets::find("docker-registry").or_else(|_| assets::find("registry"))?;
         let dir = tempfile::Builder::new()
             .prefix("olm-registry-")
@@ -30,10 +77,39 @@ impl Registry {
         let port = free_port()?;
         let config = dir.path().join("config.yml");
         let storage = dir.path().join("storage");
-        let contents = format!(
+        let mut contents = format!(
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
             storage.display()
         );
+        match auth {
+            Auth::None => {}
+            Auth::Basic => {
+                let htpasswd = dir.path().join("htpasswd");
+                std::fs::write(
+                    &htpasswd,
+                    format!("{BASIC_AUTH_USER}:{BASIC_AUTH_BCRYPT}\n"),
+                )
+                .map_err(|source| Error::io(&htpasswd, source))?;
+                contents.push_str(&format!(
+                    "auth:\n  htpasswd:\n    realm: olm-testkit\n    path: {}\n",
+                    htpasswd.display()
+                ));
+            }
+            Auth::Token {
+                realm,
+                service,
+                issuer,
+                root_cert_pem,
+            } => {
+                let bundle = dir.path().join("token-root.pem");
+                std::fs::write(&bundle, root_cert_pem)
+                    .map_err(|source| Error::io(&bundle, source))?;
+                contents.push_str(&format!(
+                    "auth:\n  token:\n    realm: {realm}\n    service: {service}\n    issuer: {issuer}\n    rootcertbundle: {}\n",
+                    bundle.display()
+                ));
+            }
+        }
         std::fs::write(&config, contents).map_err(|source| Error::io(&config, source))?;
         let log = dir.path().join("registry.log");
         let mut process = Supervised::spawn(

@@ -1,0 +1,116 @@
+//! Pulling bundle and catalog images with `olm-oci`: registry options from
+//! the global flags, credentials from the usual auth files, and what an
+//! image's labels say it is.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context as _;
+use olm_oci::{Client, ClientOptions, DockerConfig, ExtractOptions, PulledManifest, Reference};
+
+use crate::cli::TlsOptions;
+
+/// Label of a catalog image naming its FBC root (upstream's
+/// `containertools.ConfigsLocationLabel`).
+pub(crate) const CONFIGS_LOCATION_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
+/// Label of a bundle image naming its package.
+pub(crate) const BUNDLE_PACKAGE_LABEL: &str = "operators.operatorframework.io.bundle.package.v1";
+/// Label of the sqlite index images upstream no longer supports.
+pub(crate) const DB_LOCATION_LABEL: &str = "operators.operatorframework.io.index.database.v1";
+/// Where catalog images built here keep the catalog.
+pub(crate) const CONFIGS_DIR: &str = "/configs";
+
+/// A client for `reference`'s registry.
+pub(crate) fn client_for(
+    reference: &Reference,
+    tls: &TlsOptions,
+    insecure: bool,
+) -> anyhow::Result<Client> {
+    let mut options = ClientOptions {
+        skip_tls_verify: tls.skip_tls_verify,
+        credentials: credentials(),
+        ..ClientOptions::default()
+    };
+    if tls.use_http || insecure {
+        options = options.plain_http(reference.registry());
+    }
+    Ok(Client::new(options)?)
+}
+
+/// Credentials from the files containers tools and Docker write, the later
+/// winning: Docker's `config.json`, then `$XDG_RUNTIME_DIR/containers/auth.json`,
+/// then `$REGISTRY_AUTH_FILE`. Unreadable files are skipped with a warning.
+fn credentials() -> DockerConfig {
+    let mut files: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = std::env::var_os("DOCKER_CONFIG") {
+        files.push(PathBuf::from(dir).join("config.json"));
+    } else if let Some(home) = std::env::var_os("HOME") {
+        files.push(PathBuf::from(home).join(".docker/config.json"));
+    }
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR") {
+        files.push(PathBuf::from(runtime).join("containers/auth.json"));
+    }
+    if let Some(file) = std::env::var_os("REGISTRY_AUTH_FILE") {
+        files.push(PathBuf::from(file));
+    }
+    let mut config = DockerConfig::default();
+    for file in files {
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        match DockerConfig::parse(&bytes) {
+            Ok(found) => config.merge(found),
+            Err(error) => {
+                tracing::warn!(file = %file.display(), %error, "ignoring unreadable auth file")
+            }
+        }
+    }
+    config
+}
+
+/// An image unpacked into a temporary directory.
+pub(crate) struct Unpacked {
+    /// Where its files are; removed on drop.
+    pub dir: tempfile::TempDir,
+    /// Its manifest and config.
+    pub manifest: PulledManifest,
+}
+
+impl Unpacked {
+    /// The image's labels.
+    pub(crate) fn labels(&self) -> BTreeMap<String, String> {
+        self.manifest.labels()
+    }
+
+    /// A directory of the image named by an absolute image path (from a
+    /// label), refused if it leaves the image.
+    pub(crate) fn subdir(&self, image_path: &str) -> anyhow::Result<PathBuf> {
+        let mut path = self.dir.path().to_path_buf();
+        for part in Path::new(image_path).components() {
+            match part {
+                std::path::Component::Normal(p) => path.push(p),
+                std::path::Component::RootDir | std::path::Component::CurDir => {}
+                _ => anyhow::bail!("image path {image_path:?} leaves the image"),
+            }
+        }
+        Ok(path)
+    }
+}
+
+/// Pulls and unpacks `image`.
+pub(crate) async fn pull(image: &str, tls: &TlsOptions) -> anyhow::Result<Unpacked> {
+    let reference =
+        Reference::parse(image).with_context(|| format!("failed to pull image {image:?}"))?;
+    let client = client_for(&reference, tls, false)?;
+    let dir = tempfile::Builder::new()
+        .prefix("render-unpack-")
+        .tempdir()
+        .context("create tempdir")?;
+    let manifest = client
+        .pull_to_dir(&reference, dir.path(), &ExtractOptions::default())
+        .await
+        .with_context(|| format!("failed to pull image {image:?}"))?;
+    Ok(Unpacked { dir, manifest })
+}

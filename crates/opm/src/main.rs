@@ -1,0 +1,106 @@
+//! `opm`, the catalog authoring CLI, compatible with operator-registry's
+//! `opm` for `init`, `render`, `validate`, `serve`, `generate dockerfile`
+//! and `alpha render-template basic`: same subcommands, flags, output (JSON
+//! by default, `-o yaml`) and exit codes (0 on success, 1 on any error,
+//! including usage errors). Beyond upstream, `alpha bundle push` and
+//! `alpha catalog push` build and publish images with no container engine.
+//!
+//! Images are pulled and pushed with `olm-oci`; catalogs and bundles are
+//! read, validated and written by `olm-catalog`; `serve` is `olm-registry`'s
+//! server. This binary must not depend on `kube` or on any service crate.
+
+mod cli;
+mod dockerfile;
+mod images;
+mod init;
+mod push;
+mod render;
+mod semver_template;
+mod serve;
+mod template;
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Alpha, AlphaBundle, AlphaCatalog, Cli, Command, Generate};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let usage = error.use_stderr();
+            let _ = error.print();
+            // cobra exits 1 on usage errors, 0 for --help and version.
+            return if usage {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    init_logging(cli.debug);
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging(debug: bool) {
+    let filter = if debug { "debug" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OPM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let tls = cli.tls_options()?;
+    match cli.command {
+        None => Ok(ExitCode::SUCCESS),
+        Some(Command::Init(args)) => init::run(&args),
+        Some(Command::Render(args)) => runtime()?.block_on(render::run(&args, &tls)),
+        Some(Command::Validate(args)) => validate::run(&args),
+        Some(Command::Serve(args)) => runtime()?.block_on(serve::run(&args)),
+        Some(Command::Generate(Generate::Dockerfile(args))) => dockerfile::run(&args),
+        Some(Command::Version) => {
+            println!(
+                "Version: version.Version{{OpmVersion:\"v{}\", GitCommit:\"\", BuildDate:\"\", GoOs:\"{}\", GoArch:\"{}\"}}",
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                go_arch()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Alpha(alpha)) => match alpha {
+            Alpha::RenderTemplate(args) => runtime()?.block_on(template::run(&args, &tls)),
+            Alpha::Bundle(AlphaBundle::Push(args)) => {
+                runtime()?.block_on(push::bundle(&args, &tls))
+            }
+            Alpha::Catalog(AlphaCatalog::Push(args)) => {
+                runtime()?.block_on(push::catalog(&args, &tls))
+            }
+        },
+    }
+}
+
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}

@@ -1,0 +1,304 @@
+//! `opm render`: bundle directories, catalog directories, bundle images and
+//! catalog images to one stream of FBC documents.
+
+use std::{path::Path, process::ExitCode};
+
+use anyhow::{Context as _, bail};
+use olm_catalog::{
+    bundle::{LoadBundleOptions, Payload, RegistryBundle},
+    fbc::{Bundle, Catalog},
+    render::{self, Format},
+};
+
+use crate::{
+    cli::{RenderArgs, TlsOptions},
+    images::{self, BUNDLE_PACKAGE_LABEL, CONFIGS_LOCATION_LABEL, DB_LOCATION_LABEL},
+};
+
+/// The migration that replaces bundle objects by CSV metadata.
+pub(crate) const MIGRATION_BUNDLE_OBJECT_TO_CSV_METADATA: &str = "bundle-object-to-csv-metadata";
+/// The migration that does nothing.
+pub(crate) const MIGRATION_NONE: &str = "none";
+
+/// The output format named by `-o`.
+pub(crate) fn output_format(output: &str) -> anyhow::Result<Format> {
+    match output {
+        "json" => Ok(Format::Json),
+        "yaml" => Ok(Format::Yaml),
+        other => bail!("invalid --output value {other:?}, expected (json|yaml)"),
+    }
+}
+
+/// The bundle payload after the migrations up to `level`.
+pub(crate) fn payload_for(level: Option<&str>) -> anyhow::Result<Payload> {
+    match level {
+        None | Some("") | Some(MIGRATION_NONE) => Ok(Payload::BundleObjects),
+        Some(MIGRATION_BUNDLE_OBJECT_TO_CSV_METADATA) => Ok(Payload::CsvMetadata),
+        Some(other) => bail!("unknown migration level {other:?}"),
+    }
+}
+
+/// What may be rendered (upstream's `RefMask`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Allowed {
+    pub bundle_dirs: bool,
+    pub catalog_dirs: bool,
+    pub catalog_images: bool,
+}
+
+impl Allowed {
+    pub(crate) const ALL: Self = Self {
+        bundle_dirs: true,
+        catalog_dirs: true,
+        catalog_images: true,
+    };
+    pub(crate) const BUNDLE_IMAGES: Self = Self {
+        bundle_dirs: false,
+        catalog_dirs: false,
+        catalog_images: false,
+    };
+}
+
+/// How to render.
+pub(crate) struct Renderer<'a> {
+    pub tls: &'a TlsOptions,
+    pub payload: Payload,
+    pub image_ref_template: Option<ImageRefTemplate>,
+    pub allowed: Allowed,
+}
+
+pub(crate) async fn run(args: &RenderArgs, tls: &TlsOptions) -> anyhow::Result<ExitCode> {
+    let format = output_format(&args.output)?;
+    let level = if args.migrate {
+        Some(MIGRATION_BUNDLE_OBJECT_TO_CSV_METADATA)
+    } else {
+        args.migrate_level.as_deref()
+    };
+    let renderer = Renderer {
+        tls,
+        payload: payload_for(level)?,
+        image_ref_template: args
+            .alpha_image_ref_template
+            .as_deref()
+            .map(ImageRefTemplate::parse)
+            .transpose()?,
+        allowed: Allowed::ALL,
+    };
+    let mut catalog = Catalog::default();
+    for reference in &args.refs {
+        let mut rendered = renderer
+            .render(reference)
+            .await
+            .with_context(|| format!("render reference {reference:?}"))?;
+        normalise_bundles(&mut rendered);
+        catalog.merge(rendered);
+    }
+    let mut out = std::io::stdout().lock();
+    render::write(&catalog, format, &mut out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Renderer<'_> {
+    /// Renders one reference: a directory if one exists at that path, an
+    /// image otherwise.
+    pub(crate) async fn render(&self, reference: &str) -> anyhow::Result<Catalog> {
+        let path = Path::new(reference);
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => {
+                if is_bundle_dir(path) {
+                    if !self.allowed.bundle_dirs {
+                        bail!("cannot render bundle directory {reference:?}: not allowed");
+                    }
+                    let bundle = RegistryBundle::load_dir(path)?;
+                    let image = match &self.image_ref_template {
+                        Some(template) => template.expand(&bundle),
+                        None => String::new(),
+                    };
+                    Ok(single(bundle.to_fbc_bundle(&image, self.payload)))
+                } else {
+                    if !self.allowed.catalog_dirs {
+                        bail!("cannot render declarative config directory: not allowed");
+                    }
+                    Ok(Catalog::load_dir(path)?)
+                }
+            }
+            Ok(_) => bail!("ref {reference:?} is not a directory: not allowed"),
+            Err(_) => self.render_image(reference).await,
+        }
+    }
+
+    async fn render_image(&self, image: &str) -> anyhow::Result<Catalog> {
+        let unpacked = images::pull(image, self.tls).await?;
+        let labels = unpacked.labels();
+        if let Some(configs) = labels.get(CONFIGS_LOCATION_LABEL) {
+            if !self.allowed.catalog_images {
+                bail!("cannot render declarative config image: not allowed");
+            }
+            return Ok(Catalog::load_dir(unpacked.subdir(configs)?)?);
+        }
+        if labels.contains_key(BUNDLE_PACKAGE_LABEL) {
+            let bundle = load_bundle_image(&unpacked)?;
+            return Ok(single(bundle.to_fbc_bundle(image, self.payload)));
+        }
+        if labels.contains_key(DB_LOCATION_LABEL) {
+            bail!(
+                "render {image:?}: sqlite-based index images are no longer supported, migrate to a file-based catalog: not allowed"
+            );
+        }
+        if labels.is_empty() {
+            bail!("render {image:?}: image type could not be determined: image has no labels");
+        }
+        let found: Vec<String> = labels.iter().map(|(k, v)| format!("  {k}={v}")).collect();
+        bail!(
+            "render {image:?}: image type could not be determined, found labels\n{}",
+            found.join("\n")
+        )
+    }
+}
+
+/// What upstream's render does to every bundle it outputs: bundle objects
+/// and CSV metadata move to the end of the properties, and related images
+/// are sorted by image.
+pub(crate) fn normalise_bundles(catalog: &mut Catalog) {
+    for bundle in &mut catalog.bundles {
+        let (mut others, objects): (Vec<_>, Vec<_>) = std::mem::take(&mut bundle.properties)
+            .into_iter()
+            .partition(|p| {
+                p.type_ != olm_catalog::property::BUNDLE_OBJECT
+                    && p.type_ != olm_catalog::property::CSV_METADATA
+            });
+        others.extend(objects);
+        bundle.properties = others;
+        bundle.related_images.sort_by(|a, b| a.image.cmp(&b.image));
+    }
+}
+
+/// Renders a bundle image, keeping the bundle as read (for templates that
+/// need its CSV).
+pub(crate) async fn render_bundle_image(
+    image: &str,
+    tls: &TlsOptions,
+    payload: Payload,
+) -> anyhow::Result<(Bundle, RegistryBundle)> {
+    let unpacked = images::pull(image, tls).await?;
+    if !unpacked.labels().contains_key(BUNDLE_PACKAGE_LABEL) {
+        bail!("cannot render {image:?}: not a bundle image (no {BUNDLE_PACKAGE_LABEL} label)");
+    }
+    let bundle = load_bundle_image(&unpacked)?;
+    let mut rendered = single(bundle.to_fbc_bundle(image, payload));
+    normalise_bundles(&mut rendered);
+    let fbc = rendered
+        .bundles
+        .pop()
+        .ok_or_else(|| anyhow::anyhow!("no bundle rendered"))?;
+    Ok((fbc, bundle))
+}
+
+fn load_bundle_image(unpacked: &images::Unpacked) -> anyhow::Result<RegistryBundle> {
+    let options = LoadBundleOptions {
+        image_labels: Some(unpacked.labels()),
+        ..LoadBundleOptions::new()
+    };
+    Ok(RegistryBundle::load_dir_with(
+        unpacked.dir.path(),
+        &options,
+    )?)
+}
+
+fn single(bundle: Bundle) -> Catalog {
+    Catalog {
+        bundles: vec![bundle],
+        ..Catalog::default()
+    }
+}
+
+/// A directory with `manifests` and `metadata` entries is a bundle, as
+/// upstream decides.
+fn is_bundle_dir(path: &Path) -> bool {
+    path.join("manifests").exists() && path.join("metadata").exists()
+}
+
+/// `--alpha-image-ref-template`: Go template text with `{{.Package}}`,
+/// `{{.Name}}` and `{{.Version}}` actions.
+#[derive(Debug, Clone)]
+pub(crate) struct ImageRefTemplate {
+    parts: Vec<TemplatePart>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TemplatePart {
+    Text(String),
+    Package,
+    Name,
+    Version,
+}
+
+impl ImageRefTemplate {
+    pub(crate) fn parse(text: &str) -> anyhow::Result<Self> {
+        let mut parts = Vec::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("{{") {
+            if start > 0 {
+                parts.push(TemplatePart::Text(rest[..start].to_owned()));
+            }
+            let after = &rest[start + 2..];
+            let end = after.find("}}").ok_or_else(|| {
+                anyhow::anyhow!("invalid image reference template: unclosed action")
+            })?;
+            let action = after[..end].trim();
+            parts.push(match action {
+                ".Package" => TemplatePart::Package,
+                ".Name" => TemplatePart::Name,
+                ".Version" => TemplatePart::Version,
+                other => bail!("invalid image reference template: unsupported action {other:?}"),
+            });
+            rest = &after[end + 2..];
+        }
+        if !rest.is_empty() {
+            parts.push(TemplatePart::Text(rest.to_owned()));
+        }
+        Ok(Self { parts })
+    }
+
+    pub(crate) fn expand(&self, bundle: &RegistryBundle) -> String {
+        self.parts
+            .iter()
+            .map(|part| match part {
+                TemplatePart::Text(text) => text.as_str(),
+                TemplatePart::Package => bundle.package.as_str(),
+                TemplatePart::Name => bundle.name.as_str(),
+                TemplatePart::Version => bundle.version(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_and_migration_flags_are_checked() {
+        assert!(output_format("json").is_ok());
+        assert!(output_format("yaml").is_ok());
+        assert!(output_format("xml").is_err());
+        assert_eq!(payload_for(None).unwrap(), Payload::BundleObjects);
+        assert_eq!(payload_for(Some("none")).unwrap(), Payload::BundleObjects);
+        assert_eq!(
+            payload_for(Some("bundle-object-to-csv-metadata")).unwrap(),
+            Payload::CsvMetadata
+        );
+        assert!(payload_for(Some("split-icon")).is_err());
+    }
+
+    #[test]
+    fn image_ref_templates_take_the_three_actions() {
+        let t =
+            ImageRefTemplate::parse("quay.io/x/{{ .Package }}:v{{.Version}}-{{.Name}}").unwrap();
+        assert_eq!(t.parts.len(), 6);
+        for bad in ["{{.Nope}}", "{{.Package", "{{ printf \"%s\" .Name }}"] {
+            assert!(ImageRefTemplate::parse(bad).is_err(), "{bad}");
+        }
+        assert!(ImageRefTemplate::parse("plain").is_ok());
+    }
+}
