@@ -1,0 +1,288 @@
+//! Reading a namespace state file: plain Kubernetes YAML (several documents,
+//! or a `List`) of ClusterServiceVersions, Subscriptions, CatalogSources and
+//! an OperatorGroup, turned into the resolver's plain data.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, bail};
+use olm_resolver::{InstalledCsv, Subscription};
+use serde_json::Value;
+
+/// The annotation that carries a CSV's properties (upstream's
+/// `projection.PropertiesAnnotationKey`).
+pub(crate) const PROPERTIES_ANNOTATION: &str = "operatorframework.io/properties";
+/// The OperatorGroup annotation that keeps the global catalog namespace out
+/// of resolution.
+pub(crate) const EXCLUDE_GLOBAL_ANNOTATION: &str =
+    "olm.operatorframework.io/exclude-global-namespace-resolution";
+/// The most documents a state file may hold.
+pub(crate) const MAX_STATE_DOCUMENTS: usize = 10_000;
+/// The largest state file read, in bytes.
+pub(crate) const MAX_STATE_BYTES: u64 = 64 << 20;
+
+/// A CatalogSource as the preview reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CatalogSourceInfo {
+    /// Name.
+    pub name: String,
+    /// Namespace.
+    pub namespace: String,
+    /// `spec.priority`.
+    pub priority: i32,
+    /// False when `status.connectionState.lastObservedState` is set and not
+    /// `READY`.
+    pub healthy: bool,
+}
+
+/// Everything the state file says.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StateFile {
+    /// Namespace of the first namespaced object, if any.
+    pub namespace: Option<String>,
+    /// Installed CSVs by namespace.
+    pub csvs: BTreeMap<String, Vec<InstalledCsv>>,
+    /// Subscriptions by namespace.
+    pub subscriptions: BTreeMap<String, Vec<Subscription>>,
+    /// CatalogSources.
+    pub catalog_sources: Vec<CatalogSourceInfo>,
+    /// Namespaces whose OperatorGroup excludes the global catalog namespace.
+    pub exclude_global: Vec<String>,
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    let mut cur = v;
+    for p in path {
+        match cur.get(p) {
+            Some(next) => cur = next,
+            None => return "",
+        }
+    }
+    cur.as_str().unwrap_or("")
+}
+
+/// Parses the YAML text of a state file.
+pub(crate) fn parse_state(text: &str) -> Result<StateFile> {
+    let mut state = StateFile::default();
+    let mut objects = Vec::new();
+    for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        if i >= MAX_STATE_DOCUMENTS {
+            bail!("state file has more than {MAX_STATE_DOCUMENTS} documents");
+        }
+        let value: Value = serde::Deserialize::deserialize(doc)
+            .with_context(|| format!("state file document {}", i + 1))?;
+        match value {
+            Value::Null => {}
+            Value::Object(_) if value.get("kind").and_then(Value::as_str) == Some("List") => {
+                if let Some(items) = value.get("items").and_then(Value::as_array) {
+                    objects.extend(items.iter().cloned());
+                }
+            }
+            Value::Object(_) => objects.push(value),
+            _ => bail!("state file document {} is not an object", i + 1),
+        }
+    }
+    for o in &objects {
+        let kind = str_at(o, &["kind"]);
+        let name = str_at(o, &["metadata", "name"]).to_owned();
+        let namespace = str_at(o, &["metadata", "namespace"]).to_owned();
+        if name.is_empty() {
+            bail!("a {kind} in the state file has no metadata.name");
+        }
+        if state.namespace.is_none() && !namespace.is_empty() && kind != "CatalogSource" {
+            state.namespace = Some(namespace.clone());
+        }
+        match kind {
+            "ClusterServiceVersion" => {
+                if is_copied(o) {
+                    continue;
+                }
+                state
+                    .csvs
+                    .entry(namespace)
+                    .or_default()
+                    .push(installed_csv(o, &name)?);
+            }
+            "Subscription" => {
+                let spec = |k: &str| str_at(o, &["spec", k]).to_owned();
+                state
+                    .subscriptions
+                    .entry(namespace)
+                    .or_default()
+                    .push(Subscription {
+                        name,
+                        package: spec("name"),
+                        channel: spec("channel"),
+                        catalog: spec("source"),
+                        catalog_namespace: spec("sourceNamespace"),
+                        starting_csv: spec("startingCSV"),
+                        installed_csv: str_at(o, &["status", "installedCSV"]).to_owned(),
+                    });
+            }
+            "CatalogSource" => {
+                let observed = str_at(o, &["status", "connectionState", "lastObservedState"]);
+                let priority = o
+                    .pointer("/spec/priority")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                state.catalog_sources.push(CatalogSourceInfo {
+                    name,
+                    namespace,
+                    priority: i32::try_from(priority).context("spec.priority out of range")?,
+                    healthy: observed.is_empty() || observed == "READY",
+                });
+            }
+            "OperatorGroup"
+                if str_at(o, &["metadata", "annotations", EXCLUDE_GLOBAL_ANNOTATION]) == "true" =>
+            {
+                state.exclude_global.push(namespace);
+            }
+            _ => {}
+        }
+    }
+    Ok(state)
+}
+
+fn is_copied(csv: &Value) -> bool {
+    !str_at(csv, &["metadata", "labels", "olm.copiedFrom"]).is_empty()
+        || str_at(csv, &["status", "reason"]) == "Copied"
+}
+
+/// A CSV's properties: its annotation when present, otherwise the APIs it
+/// owns (`olm.gvk`) and requires (`olm.gvk.required`), as upstream infers.
+fn installed_csv(csv: &Value, name: &str) -> Result<InstalledCsv> {
+    let spec = |k: &str| Some(str_at(csv, &["spec", k]).to_owned()).filter(|s| !s.is_empty());
+    let annotation = str_at(csv, &["metadata", "annotations", PROPERTIES_ANNOTATION]);
+    let mut properties = Vec::new();
+    if annotation.is_empty() {
+        let gvk = |group: &str, version: &str, kind: &str| {
+            serde_json::json!({"group": group, "version": version, "kind": kind}).to_string()
+        };
+        for (section, crd) in [
+            ("customresourcedefinitions", true),
+            ("apiservicedefinitions", false),
+        ] {
+            for (list, type_) in [("owned", "olm.gvk"), ("required", "olm.gvk.required")] {
+                let items = csv
+                    .pointer(&format!("/spec/{section}/{list}"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for item in items {
+                    let group = if crd {
+                        str_at(&item, &["name"])
+                            .split_once('.')
+                            .map(|(_, g)| g.to_owned())
+                            .unwrap_or_default()
+                    } else {
+                        str_at(&item, &["group"]).to_owned()
+                    };
+                    properties.push((
+                        type_.to_owned(),
+                        gvk(
+                            &group,
+                            str_at(&item, &["version"]),
+                            str_at(&item, &["kind"]),
+                        ),
+                    ));
+                }
+            }
+        }
+    } else {
+        let parsed: Value = serde_json::from_str(annotation)
+            .with_context(|| format!("csv {name}: annotation {PROPERTIES_ANNOTATION}"))?;
+        for p in parsed
+            .get("properties")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let type_ = str_at(p, &["type"]).to_owned();
+            let value = p.get("value").cloned().unwrap_or(Value::Null);
+            // Upstream stores values as JSON objects or as JSON strings.
+            let text = match value {
+                Value::String(s) if serde_json::from_str::<Value>(&s).is_ok() => s,
+                other => other.to_string(),
+            };
+            properties.push((type_, text));
+        }
+    }
+    Ok(InstalledCsv {
+        name: name.to_owned(),
+        version: spec("version"),
+        replaces: spec("replaces"),
+        properties,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_objects_and_infers_properties() {
+        let state = parse_state(
+            r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: operators.coreos.com/v1alpha1
+  kind: ClusterServiceVersion
+  metadata: {name: etcd.v0.9.2, namespace: ns}
+  spec:
+    version: 0.9.2
+    replaces: etcd.v0.9.0
+    customresourcedefinitions:
+      owned: [{name: etcdclusters.etcd.database.coreos.com, version: v1beta2, kind: EtcdCluster}]
+- kind: ClusterServiceVersion
+  metadata: {name: copied, namespace: ns, labels: {olm.copiedFrom: other}}
+---
+kind: Subscription
+metadata: {name: etcd, namespace: ns}
+spec: {name: etcd, channel: alpha, source: community, sourceNamespace: olm}
+status: {installedCSV: etcd.v0.9.2}
+---
+kind: CatalogSource
+metadata: {name: community, namespace: olm}
+spec: {priority: -100}
+status: {connectionState: {lastObservedState: TRANSIENT_FAILURE}}
+"#,
+        )
+        .unwrap();
+        assert_eq!(state.namespace.as_deref(), Some("ns"));
+        let csvs = &state.csvs["ns"];
+        assert_eq!(csvs.len(), 1);
+        assert_eq!(
+            csvs[0].properties,
+            vec![(
+                "olm.gvk".to_owned(),
+                r#"{"group":"etcd.database.coreos.com","version":"v1beta2","kind":"EtcdCluster"}"#
+                    .to_owned()
+            )]
+        );
+        assert_eq!(state.subscriptions["ns"][0].installed_csv, "etcd.v0.9.2");
+        assert_eq!(
+            state.catalog_sources,
+            vec![CatalogSourceInfo {
+                name: "community".into(),
+                namespace: "olm".into(),
+                priority: -100,
+                healthy: false
+            }]
+        );
+    }
+
+    #[test]
+    fn hostile_input_is_refused_with_a_message() {
+        for bad in [
+            "- a\n- b\n",
+            "kind: Subscription\nmetadata: {}\n",
+            "kind: CatalogSource\nmetadata: {name: x}\nspec: {priority: 99999999999}\n",
+            "kind: ClusterServiceVersion\nmetadata:\n  name: x\n  annotations:\n    operatorframework.io/properties: '{not json'\n",
+            "{{{{",
+        ] {
+            assert!(parse_state(bad).is_err(), "{bad}");
+        }
+        let many = "---\nkind: X\nmetadata: {name: a}\n".repeat(MAX_STATE_DOCUMENTS + 1);
+        assert!(parse_state(&many).is_err());
+    }
+}
