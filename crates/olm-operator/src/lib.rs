@@ -1,6 +1,7 @@
 //! The olm-operator service: the ClusterServiceVersion lifecycle, OperatorGroup
-//! membership, copied CSVs, install Deployments and RBAC, and OperatorCondition
-//! upgrade gating, as upstream OLM's `olm` binary does them.
+//! membership and RBAC, copied CSVs, install Deployments and RBAC,
+//! OperatorConditions and upgrade gating, and the Operator aggregate objects,
+//! as upstream OLM's `olm` binary does them.
 //!
 //! The crate is built the way ARCHITECTURE rule 2 ("decide, then act") asks:
 //!

@@ -46,6 +46,17 @@ struct Cli {
     )]
     watched_namespaces: Vec<String>,
 
+    /// Comma-separated namespaces that keep copied CSVs of operators
+    /// installed for all namespaces even when the `cluster` OLMConfig sets
+    /// `disableCopiedCSVs`.
+    #[arg(
+        long = "protectedCopiedCSVNamespaces",
+        env = "OLM_PROTECTED_COPIED_CSV_NAMESPACES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    protected_copied_csv_namespaces: Vec<String>,
+
     #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
@@ -63,14 +74,28 @@ async fn main() -> anyhow::Result<()> {
         &cli.telemetry,
         &ServiceInfo::new(SERVICE_NAME, env!("CARGO_PKG_VERSION")),
     )?;
-    let client = cli
-        .kube
-        .client()
-        .await
-        .context("building the kube client")?;
-
     let mut registry = MetricsRegistry::default();
     let metrics = OperatorMetrics::register(&mut registry);
+    let client = {
+        let config = cli
+            .kube
+            .config()
+            .await
+            .context("reading the kube configuration")?;
+        // Every request that changes something is counted
+        // (`olm_operator_api_writes_total`), so the write load this service
+        // puts on the API server is visible.
+        let writes = metrics.api_write_counter();
+        kube::client::ClientBuilder::try_from(config)
+            .context("building the kube client")?
+            .with_layer(&tower::util::MapRequestLayer::new(
+                move |request: http::Request<kube::client::Body>| {
+                    writes.observe(request.method().as_str());
+                    request
+                },
+            ))
+            .build()
+    };
     let readiness = Readiness::default();
     let shutdown = on_signal()?;
     let admin = AdminServer::bind(
@@ -90,6 +115,11 @@ async fn main() -> anyhow::Result<()> {
     let config = ControllerConfig {
         watched_namespaces: cli.watched_namespaces,
         resync: cli.interval,
+        protected_copied_csv_namespaces: cli
+            .protected_copied_csv_namespaces
+            .into_iter()
+            .filter(|ns| !ns.is_empty())
+            .collect(),
     };
     let stop = shutdown.clone();
     tasks.spawn("controllers", async move {

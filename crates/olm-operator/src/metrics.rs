@@ -49,6 +49,41 @@ pub struct OperatorMetrics {
     pub(crate) csv_reconciles: ControllerMetrics,
     /// Reconciles of OperatorGroups.
     pub(crate) operator_group_reconciles: ControllerMetrics,
+    /// Reconciles of a CSV's copies and target-namespace RBAC.
+    pub(crate) target_reconciles: ControllerMetrics,
+    /// Reconciles of OperatorConditions.
+    pub(crate) operator_condition_reconciles: ControllerMetrics,
+    /// Reconciles of Operator objects.
+    pub(crate) operator_reconciles: ControllerMetrics,
+    /// Copied CSVs written (created or updated).
+    copied_csv_writes: Counter,
+    /// Requests to the API server that change something, by HTTP method.
+    api_writes: Family<VerbLabels, Counter>,
+}
+
+/// Labels of `olm_operator_api_writes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabels {
+    verb: String,
+}
+
+/// Counts the API requests of a client that change something (every method
+/// but GET, HEAD and OPTIONS), by method; see
+/// [`OperatorMetrics::api_write_counter`].
+#[derive(Clone, Debug)]
+pub struct ApiWriteCounter(Family<VerbLabels, Counter>);
+
+impl ApiWriteCounter {
+    /// Counts one request with this HTTP method, if it writes.
+    pub fn observe(&self, method: &str) {
+        if !matches!(method, "GET" | "HEAD" | "OPTIONS") {
+            self.0
+                .get_or_create(&VerbLabels {
+                    verb: method.to_owned(),
+                })
+                .inc();
+        }
+    }
 }
 
 impl OperatorMetrics {
@@ -63,7 +98,23 @@ impl OperatorMetrics {
             abnormal_series: Arc::default(),
             csv_reconciles: reconciles.controller("clusterserviceversion"),
             operator_group_reconciles: reconciles.controller("operatorgroup"),
+            target_reconciles: reconciles.controller("copiedcsv"),
+            operator_condition_reconciles: reconciles.controller("operatorcondition"),
+            operator_reconciles: reconciles.controller("operator"),
+            copied_csv_writes: Counter::default(),
+            api_writes: Family::default(),
         };
+        let own = registry.component("olm_operator");
+        own.register(
+            "copied_csv_writes",
+            "Copied CSVs created or updated",
+            metrics.copied_csv_writes.clone(),
+        );
+        own.register(
+            "api_writes",
+            "Requests to the API server that change something, by HTTP method",
+            metrics.api_writes.clone(),
+        );
         let upstream = registry.upstream();
         upstream.register(
             "csv_count",
@@ -91,6 +142,16 @@ impl OperatorMetrics {
     /// Sets `csv_count` to the number of (non-copied) CSVs.
     pub(crate) fn set_csv_count(&self, count: usize) {
         self.csv_count.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one copied CSV written.
+    pub(crate) fn count_copy_write(&self) {
+        self.copied_csv_writes.inc();
+    }
+
+    /// The counter of API writes, for the client's request layer.
+    pub fn api_write_counter(&self) -> ApiWriteCounter {
+        ApiWriteCounter(self.api_writes.clone())
     }
 
     /// Counts one upgrade (a CSV moving to Replacing).

@@ -25,9 +25,25 @@ pub(crate) struct Reflector<K: Resource<DynamicType = ()> + 'static> {
     pub(crate) task: futures::future::BoxFuture<'static, ()>,
 }
 
+/// Whether a watched object was created or changed, or deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Created or changed.
+    Applied,
+    /// Deleted.
+    Deleted,
+}
+
+/// Drops what no reconcile reads and every object carries: the managed
+/// fields, often the largest part of an object's metadata.
+pub(crate) fn strip_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 /// Builds a reflector over `api` (with `config`, for label selectors) whose
 /// first complete list sets `gate` and whose every later change (apply or
-/// delete) is handed to `on_change`.
+/// delete) is handed to `on_change`. Managed fields are dropped before the
+/// store keeps an object.
 pub(crate) fn reflect<K, F>(
     api: Api<K>,
     config: watcher::Config,
@@ -36,18 +52,34 @@ pub(crate) fn reflect<K, F>(
 ) -> Reflector<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    F: Fn(&K) + Send + Sync + 'static,
+    F: Fn(&K, Change) + Send + Sync + 'static,
+{
+    reflect_stream(
+        watcher(api, config)
+            .default_backoff()
+            .modify(strip_managed_fields),
+        gate,
+        on_change,
+    )
+}
+
+/// As [`reflect`], over any watch stream (a metadata-only watch, or one
+/// whose objects are trimmed before they are stored).
+pub(crate) fn reflect_stream<K, S, F>(stream: S, gate: ReadinessGate, on_change: F) -> Reflector<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    F: Fn(&K, Change) + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let stream = reflector::reflector(writer, stream);
     let kind = K::kind(&()).into_owned();
     let task = async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
             match event {
-                Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
-                    on_change(&object);
-                }
+                Ok(watcher::Event::Apply(object)) => on_change(&object, Change::Applied),
+                Ok(watcher::Event::Delete(object)) => on_change(&object, Change::Deleted),
                 Ok(watcher::Event::InitDone) => {
                     tracing::debug!(kind, "cache warm");
                     gate.set();

@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use jiff::Timestamp;
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    rbac::v1::{ClusterRole, ClusterRoleBinding},
+    rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
 use kube::{
     Api, Resource, ResourceExt,
@@ -17,6 +17,7 @@ use kube::{
 use olm_api::{
     csv::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase},
     labels,
+    operator_condition::OperatorCondition,
     operator_group::OperatorGroup,
 };
 use olm_runtime::apply::apply_status;
@@ -26,14 +27,18 @@ use super::{Context, FIELD_MANAGER, install};
 use crate::{
     Error,
     decide::{
+        copied_csv::is_copied,
         csv_phase::{
             CsvAction, CsvDecision, CsvObservation, DeploymentsCheck, InstallCheck,
             OwnedClusterObjects, after_install, decide,
         },
         csv_status::{self, CsvEvent, EventType},
         deployment::{DeploymentOverrides, check_deployments, has_owner_labels, validate_strategy},
+        group_rbac::{CrdUids, api_role_needs_write, provided_api_cluster_roles},
+        operator_condition::{desired_operator_condition, operator_condition_needs_write},
         operator_group::ObservedNamespace,
         rbac::{binding_selector, role_selector},
+        replacement::replaced_by_this,
         requirements::{
             CrdFacts, PermissionRule, RequirementFacts, RuleScope, ServiceAccountFacts, evaluate,
             permission_rules,
@@ -308,8 +313,17 @@ async fn sync(csv: &ClusterServiceVersion, context: &Context) -> Result<Action, 
         );
     }
 
+    if !deleting {
+        ensure_operator_condition(context, csv).await?;
+    }
+
     let surroundings = dereference(context, &namespace);
     let facts = requirement_facts(context, csv);
+    let replaced_condition = replaced_by_this(csv, &surroundings.namespace_csvs).and_then(|old| {
+        context.caches.operator_conditions.get(
+            &ObjectRef::new(old.metadata.name.as_deref().unwrap_or_default()).within(&namespace),
+        )
+    });
     let deployments = match check_deployments(
         csv,
         &surroundings.deployments,
@@ -329,10 +343,21 @@ async fn sync(csv: &ClusterServiceVersion, context: &Context) -> Result<Action, 
             ..InstallCheck::default()
         },
         owned_cluster_objects: owned_cluster_objects(context, csv),
+        replaced_operator_condition: replaced_condition.as_deref(),
         ..CsvObservation::new(csv, now)
     };
     let decision = decide(&observation);
-    act(csv, context, decision, &surroundings.deployments, now).await
+    let action = act(csv, context, decision, &surroundings.deployments, now).await?;
+    if !deleting
+        && !is_copied(csv)
+        && let Err(error) = super::operator::adopt_csv(context, csv).await
+    {
+        tracing::warn!(
+            error = &error as &dyn std::error::Error,
+            "cannot label the operator's components"
+        );
+    }
+    Ok(action)
 }
 
 async fn act(
@@ -441,10 +466,13 @@ async fn act(
                 }
             }
             CsvAction::CountUpgrade => context.metrics.count_upgrade(),
-            CsvAction::EnsureProvidedApiClusterRoles
-            | CsvAction::EnsureTargetNamespaceRbac
-            | CsvAction::SyncCopies => {
-                tracing::debug!(?action, "not carried out by this version of olm-operator");
+            CsvAction::EnsureProvidedApiClusterRoles => {
+                ensure_provided_api_cluster_roles(context, csv).await?;
+            }
+            CsvAction::EnsureTargetNamespaceRbac | CsvAction::SyncCopies => {
+                let _ = context
+                    .copy_requeue
+                    .unbounded_send(ObjectRef::from_obj(csv));
             }
         }
     }
@@ -588,6 +616,96 @@ async fn write_status(
         })
 }
 
+async fn delete_namespaced<K>(
+    context: &Context,
+    namespace: &str,
+    list: &ListParams,
+    csv: &ClusterServiceVersion,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(context.client.clone(), namespace);
+    api.delete_collection(&DeleteParams::background(), list)
+        .await
+        .map(|_| ())
+        .map_err(kube_error(
+            "delete owned objects of",
+            "ClusterServiceVersion",
+            csv.name_any(),
+        ))
+}
+
+/// Creates or updates the CSV's OperatorCondition (upstream's generator)
+/// when what OLM owns of it differs from the desired one.
+async fn ensure_operator_condition(
+    context: &Context,
+    csv: &ClusterServiceVersion,
+) -> Result<(), Error> {
+    if csv.metadata.uid.is_none() {
+        return Ok(());
+    }
+    let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+    let desired = desired_operator_condition(csv);
+    let existing = context
+        .caches
+        .operator_conditions
+        .get(&ObjectRef::new(&csv.name_any()).within(&namespace));
+    if !operator_condition_needs_write(existing.as_deref(), &desired) {
+        return Ok(());
+    }
+    let api: Api<OperatorCondition> = Api::namespaced(context.client.clone(), &namespace);
+    olm_runtime::apply::apply(&api, &FIELD_MANAGER, &desired)
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::Runtime {
+            what: "cannot apply operatorcondition",
+            source: Box::new(source),
+        })
+}
+
+/// Applies the per-API ClusterRoles of the CSV's owned CRDs that are missing
+/// or differ.
+async fn ensure_provided_api_cluster_roles(
+    context: &Context,
+    csv: &ClusterServiceVersion,
+) -> Result<(), Error> {
+    let crd_uids: CrdUids = context
+        .caches
+        .crds
+        .state()
+        .iter()
+        .filter_map(|crd| Some((crd.name_any(), crd.metadata.uid.clone()?)))
+        .collect();
+    let roles = match provided_api_cluster_roles(csv, &crd_uids) {
+        Ok(roles) => roles,
+        Err(error) => {
+            tracing::info!(error = %error, "per-api cluster roles wait for their crds");
+            return Ok(());
+        }
+    };
+    let existing = context.caches.cluster_roles.state();
+    let api: Api<ClusterRole> = Api::all(context.client.clone());
+    for role in roles {
+        let current = existing
+            .iter()
+            .find(|r| r.metadata.name == role.metadata.name);
+        if current.is_some_and(|current| !api_role_needs_write(current, &role)) {
+            continue;
+        }
+        olm_runtime::apply::apply(&api, &FIELD_MANAGER, &role)
+            .await
+            .map_err(|source| Error::Runtime {
+                what: "cannot apply per-api cluster role",
+                source: Box::new(source),
+            })?;
+    }
+    Ok(())
+}
+
 async fn record(context: &Context, csv: &ClusterServiceVersion, event: &CsvEvent) {
     let regarding = csv.object_ref(&());
     match event.event_type {
@@ -606,9 +724,19 @@ async fn record(context: &Context, csv: &ClusterServiceVersion, event: &CsvEvent
     }
 }
 
-/// Deletes the ClusterRoleBindings and ClusterRoles carrying the CSV's owner
-/// labels (the finalizer's work; namespaced objects go with their
-/// ownerReferences).
+/// Deletes what the CSV owned (the finalizer's work): the ClusterRoleBindings
+/// and ClusterRoles carrying its owner labels, its copies, and the
+/// Deployments, Roles and RoleBindings in its namespace carrying its owner
+/// labels.
+///
+/// Upstream leaves the namespaced objects to the garbage collector, through
+/// their ownerReferences. That collector resolves an owner's kind through a
+/// discovery snapshot it refreshes only every 30 seconds and retries with a
+/// growing backoff meanwhile, and it stops entirely while any aggregated API
+/// is unavailable; on a cluster whose OLM CRDs are new, or whose metrics API
+/// is down, an uninstalled operator kept running for a minute or more.
+/// Deleting them here removes that dependency (the ownerReferences stay as a
+/// second line, and for ServiceAccounts, which carry no owner labels).
 async fn delete_owned_cluster_objects(
     context: &Context,
     csv: &ClusterServiceVersion,
@@ -619,6 +747,25 @@ async fn delete_owned_cluster_objects(
         .collect::<Vec<_>>()
         .join(",");
     let list = ListParams::default().labels(&selector);
+    let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+    delete_namespaced::<Deployment>(context, &namespace, &list, csv).await?;
+    delete_namespaced::<RoleBinding>(context, &namespace, &list, csv).await?;
+    delete_namespaced::<Role>(context, &namespace, &list, csv).await?;
+    for copy in context.caches.copies.state() {
+        if copy.metadata.name == csv.metadata.name
+            && copy.labels().get(labels::COPIED_FROM) == Some(&namespace)
+            && let Some(copy_namespace) = copy.metadata.namespace.as_deref()
+        {
+            let api: Api<ClusterServiceVersion> =
+                Api::namespaced(context.client.clone(), copy_namespace);
+            olm_runtime::apply::delete_if_exists(&api, &csv.name_any())
+                .await
+                .map_err(|source| Error::Runtime {
+                    what: "cannot delete copied csv",
+                    source: Box::new(source),
+                })?;
+        }
+    }
     let bindings: Api<ClusterRoleBinding> = Api::all(context.client.clone());
     bindings
         .delete_collection(&DeleteParams::background(), &list)

@@ -1,25 +1,40 @@
-//! The service wiring: watches and caches, the ClusterServiceVersion and
-//! OperatorGroup reconcilers, and what they do to the cluster.
+//! The service wiring: watches and caches, the reconcilers, and what they do
+//! to the cluster.
 //!
-//! Every reconcile follows the same pipeline: **dereference** (read the CSV's
-//! surroundings from the caches), **decide** (the pure functions of
+//! Every reconcile follows the same pipeline: **dereference** (read the
+//! object's surroundings from the caches), **decide** (the pure functions of
 //! [`crate::decide`]), **act** (server-side apply with the `olm-operator` field
 //! manager, deletions, status, events). Only the act part touches the client.
 //!
-//! Caches: CSVs (copies excluded with `!olm.copiedFrom`), OperatorGroups,
-//! Namespaces, CRDs, and the Deployments, ServiceAccounts, Roles, RoleBindings,
-//! ClusterRoles and ClusterRoleBindings OLM manages (`olm.managed=true`, as
-//! upstream filters them). A change to a managed object requeues the CSV named
-//! by its owner labels; a change to an OperatorGroup requeues the CSVs of its
-//! namespace; a change to a CRD requeues the CSVs that own or require it; a
-//! change to a Namespace requeues every OperatorGroup. No reconcile runs before
-//! every cache has delivered its first list, and `/readyz` says so.
+//! Controllers: ClusterServiceVersions (lifecycle, OperatorCondition
+//! generation, per-API roles, adoption), their copies and target-namespace
+//! RBAC (keyed by the parent CSV and debounced by [`COPY_DEBOUNCE`]),
+//! OperatorGroups (targets, aggregated roles, provided APIs),
+//! OperatorConditions (RBAC, status), the `cluster` OLMConfig
+//! (`DisabledCopiedCSVs`), and Operator objects (`status.components`).
+//!
+//! Caches: CSVs (copies excluded with `!olm.copiedFrom`), copies (a
+//! metadata-only watch on `olm.copiedFrom`, trimmed to the copy hashes),
+//! OperatorGroups, OperatorConditions, Subscriptions, Operators, the
+//! OLMConfig, Namespaces, CRDs, and the Deployments, ServiceAccounts, Roles,
+//! RoleBindings, ClusterRoles and ClusterRoleBindings OLM manages
+//! (`olm.managed=true`, as upstream filters them). Managed fields are dropped
+//! from every cached object. A change to a managed object requeues the CSV
+//! named by its owner labels; a change to an OperatorGroup requeues the CSVs
+//! of its namespace; a change to a CRD requeues the CSVs that own or require
+//! it; a change to a Namespace requeues every OperatorGroup and every CSV's
+//! copies. No reconcile runs before every cache has delivered its first
+//! list, and `/readyz` says so.
 
 mod caches;
 mod csv;
 mod events;
 mod install;
+mod olm_config;
+mod operator;
+mod operator_condition;
 mod operator_group;
+mod targets;
 
 use std::{sync::Arc, time::Duration};
 
@@ -34,18 +49,27 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
+    core::PartialObjectMeta,
     runtime::{
-        self, applier,
+        self, WatchStreamExt, applier,
         reflector::{ObjectRef, Store},
         watcher,
     },
 };
-use olm_api::{csv::ClusterServiceVersion, labels, operator_group::OperatorGroup};
+use olm_api::{
+    csv::ClusterServiceVersion, labels, olm_config::OLMConfig, operator::Operator,
+    operator_condition::OperatorCondition, operator_group::OperatorGroup,
+    subscription::Subscription,
+};
 use olm_runtime::{admin::Readiness, apply::FieldManager};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Error, metrics::OperatorMetrics};
+use crate::{
+    Error,
+    decide::copied_csv::{COPY_HASH_SPEC_ANNOTATION, COPY_HASH_STATUS_ANNOTATION},
+    metrics::OperatorMetrics,
+};
 
 /// The field manager of everything olm-operator applies.
 pub const FIELD_MANAGER: FieldManager = FieldManager::new("olm-operator");
@@ -66,6 +90,14 @@ pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(60);
 /// start.
 const CACHE_POLL: Duration = Duration::from_millis(50);
 
+/// How long the copies of a CSV wait for it to settle: every change of the
+/// CSV within this time restarts the wait, so a CSV passing through several
+/// phases in quick succession has its copies written once.
+pub const COPY_DEBOUNCE: Duration = Duration::from_secs(2);
+
+/// How long the OLMConfig condition waits for copy syncs to settle.
+const OLM_CONFIG_DEBOUNCE: Duration = Duration::from_secs(1);
+
 /// How the controllers are run.
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
@@ -75,6 +107,10 @@ pub struct ControllerConfig {
     pub watched_namespaces: Vec<String>,
     /// Every object is reconciled again after this long (`--interval`).
     pub resync: Duration,
+    /// Namespaces that keep copied CSVs of operators installed for all
+    /// namespaces even when the `cluster` OLMConfig disables copies
+    /// (upstream's `--protectedCopiedCSVNamespaces`).
+    pub protected_copied_csv_namespaces: std::collections::BTreeSet<String>,
 }
 
 impl Default for ControllerConfig {
@@ -82,6 +118,7 @@ impl Default for ControllerConfig {
         Self {
             watched_namespaces: Vec::new(),
             resync: DEFAULT_RESYNC,
+            protected_copied_csv_namespaces: std::collections::BTreeSet::new(),
         }
     }
 }
@@ -129,6 +166,12 @@ pub(crate) struct Caches {
     pub(crate) role_bindings: Store<RoleBinding>,
     pub(crate) cluster_roles: Store<ClusterRole>,
     pub(crate) cluster_role_bindings: Store<ClusterRoleBinding>,
+    /// Copied CSVs, metadata only, trimmed to what [`targets`] reads.
+    pub(crate) copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
+    pub(crate) olm_configs: Store<OLMConfig>,
+    pub(crate) operator_conditions: Store<OperatorCondition>,
+    pub(crate) subscriptions: Store<Subscription>,
+    pub(crate) operators: Store<Operator>,
 }
 
 /// What every reconcile shares.
@@ -144,6 +187,12 @@ pub(crate) struct Context {
     pub(crate) csv_requeue: mpsc::UnboundedSender<ObjectRef<ClusterServiceVersion>>,
     /// Requests to reconcile an OperatorGroup.
     pub(crate) operator_group_requeue: mpsc::UnboundedSender<ObjectRef<OperatorGroup>>,
+    /// Requests to reconcile the copies of a CSV.
+    pub(crate) copy_requeue: mpsc::UnboundedSender<ObjectRef<ClusterServiceVersion>>,
+    /// Requests to compute the OLMConfig condition again.
+    pub(crate) olm_config_requeue: mpsc::UnboundedSender<()>,
+    /// Requests to compute an Operator's components again, by name.
+    pub(crate) operator_requeue: mpsc::UnboundedSender<String>,
     /// Consecutive failures per object, for capped exponential backoff.
     pub(crate) failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
@@ -217,7 +266,7 @@ where
             labels::MANAGED_VALUE
         )),
         readiness.gate(format!("cache:{kind}")),
-        move |object: &K| {
+        move |object: &K, _| {
             if let Some(owner) = owner_of(object.labels()) {
                 let _ = sender.unbounded_send(owner);
             }
@@ -225,10 +274,44 @@ where
     )
 }
 
-/// Runs the ClusterServiceVersion and OperatorGroup controllers until
-/// `shutdown` is cancelled. Readiness gates named `cache:<Kind>` are
-/// registered in `readiness` and set as each cache is filled; no reconcile
-/// starts before all of them are.
+/// Keeps only what the copy controller reads of a copied CSV: name,
+/// namespace, uid, the `olm.copiedFrom` label and the copy-hash and
+/// `olm.operatorNamespace` annotations. A copy carries its parent's
+/// annotations (descriptions, `alm-examples`), which at thousands of copies
+/// would be most of this service's memory.
+fn trim_copy(copy: &mut PartialObjectMeta<ClusterServiceVersion>) {
+    let metadata = &mut copy.metadata;
+    metadata.managed_fields = None;
+    if let Some(annotations) = metadata.annotations.as_mut() {
+        annotations.retain(|key, _| {
+            matches!(
+                key.as_str(),
+                COPY_HASH_SPEC_ANNOTATION
+                    | COPY_HASH_STATUS_ANNOTATION
+                    | labels::OPERATOR_NAMESPACE
+            )
+        });
+    }
+    if let Some(copy_labels) = metadata.labels.as_mut() {
+        copy_labels.retain(|key, _| key == labels::COPIED_FROM);
+    }
+    metadata.owner_references = None;
+    metadata.finalizers = None;
+}
+
+/// Sends every CSV of the store to `sender`.
+fn requeue_all(
+    sender: &mpsc::UnboundedSender<ObjectRef<ClusterServiceVersion>>,
+    csvs: &Store<ClusterServiceVersion>,
+) {
+    requeue_csvs(sender, csvs.state().iter().map(AsRef::as_ref));
+}
+
+/// Runs olm-operator's controllers (ClusterServiceVersions, their copies,
+/// OperatorGroups, OperatorConditions, the OLMConfig) until `shutdown` is
+/// cancelled. Readiness gates named `cache:<Kind>` are registered in
+/// `readiness` and set as each cache is filled; no reconcile starts before
+/// all of them are.
 pub async fn run(
     client: Client,
     config: ControllerConfig,
@@ -249,31 +332,65 @@ pub async fn run(
 
     let (csv_tx, csv_rx) = mpsc::unbounded::<ObjectRef<ClusterServiceVersion>>();
     let (og_tx, og_rx) = mpsc::unbounded::<ObjectRef<OperatorGroup>>();
+    let (copy_tx, copy_rx) = mpsc::unbounded::<ObjectRef<ClusterServiceVersion>>();
+    let (oc_tx, oc_rx) = mpsc::unbounded::<ObjectRef<OperatorCondition>>();
+    let (olm_config_tx, olm_config_rx) = mpsc::unbounded::<()>();
+    let (operator_tx, operator_rx) = mpsc::unbounded::<String>();
 
     // CSVs: copies are another informer's (upstream lists with the same
-    // selector).
+    // selector). Every change wakes the CSV and, debounced, its copies.
     let csv_reflector = {
         let csv_tx = csv_tx.clone();
+        let copy_tx = copy_tx.clone();
         caches::reflect(
             config.api::<ClusterServiceVersion>(&client),
             watcher::Config::default().labels(&format!("!{}", labels::COPIED_FROM)),
             readiness.gate("cache:ClusterServiceVersion"),
-            move |csv: &ClusterServiceVersion| {
+            move |csv: &ClusterServiceVersion, _| {
                 let _ = csv_tx.unbounded_send(ObjectRef::from_obj(csv));
+                let _ = copy_tx.unbounded_send(ObjectRef::from_obj(csv));
             },
         )
     };
     let csvs = csv_reflector.store.clone();
 
+    // Copies: metadata only, trimmed; a copy changed or deleted by someone
+    // else wakes its parent, which puts it right.
+    let copies = {
+        let copy_tx = copy_tx.clone();
+        let stream = watcher(
+            Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
+            watcher::Config::default().labels(labels::COPIED_FROM),
+        )
+        .default_backoff()
+        .modify(trim_copy);
+        caches::reflect_stream(
+            stream,
+            readiness.gate("cache:CopiedClusterServiceVersion"),
+            move |copy: &PartialObjectMeta<ClusterServiceVersion>, _| {
+                if let (Some(name), Some(parent_namespace)) = (
+                    copy.metadata.name.as_deref(),
+                    copy.labels().get(labels::COPIED_FROM),
+                ) {
+                    let _ = copy_tx.unbounded_send(ObjectRef::new(name).within(parent_namespace));
+                }
+            },
+        )
+    };
+
     let operator_groups = {
         let csvs = csvs.clone();
         let csv_tx = csv_tx.clone();
         let og_tx = og_tx.clone();
+        let client = client.clone();
         caches::reflect(
             config.api::<OperatorGroup>(&client),
             watcher::Config::default(),
             readiness.gate("cache:OperatorGroup"),
-            move |group: &OperatorGroup| {
+            move |group: &OperatorGroup, change| {
+                if change == caches::Change::Deleted {
+                    operator_group::deleted(client.clone(), group);
+                }
                 let _ = og_tx.unbounded_send(ObjectRef::from_obj(group));
                 let namespace = group.metadata.namespace.as_deref();
                 requeue_csvs(
@@ -289,14 +406,19 @@ pub async fn run(
     let namespaces = {
         let groups = operator_groups.store.clone();
         let og_tx = og_tx.clone();
+        let csvs = csvs.clone();
+        let copy_tx = copy_tx.clone();
         caches::reflect(
             Api::<Namespace>::all(client.clone()),
             watcher::Config::default(),
             readiness.gate("cache:Namespace"),
-            move |_: &Namespace| {
+            move |_: &Namespace, _| {
                 for group in groups.state() {
                     let _ = og_tx.unbounded_send(ObjectRef::from_obj(group.as_ref()));
                 }
+                // A namespace appearing or going changes where copies of
+                // operators watching all namespaces belong.
+                requeue_all(&copy_tx, &csvs);
             },
         )
     };
@@ -307,7 +429,7 @@ pub async fn run(
             Api::<CustomResourceDefinition>::all(client.clone()),
             watcher::Config::default(),
             readiness.gate("cache:CustomResourceDefinition"),
-            move |crd: &CustomResourceDefinition| {
+            move |crd: &CustomResourceDefinition, _| {
                 let name = crd.metadata.name.as_deref().unwrap_or_default();
                 requeue_csvs(
                     &csv_tx,
@@ -322,6 +444,72 @@ pub async fn run(
                         })
                         .map(AsRef::as_ref),
                 );
+            },
+        )
+    };
+    let olm_configs = {
+        let csvs = csvs.clone();
+        let copy_tx = copy_tx.clone();
+        let olm_config_tx = olm_config_tx.clone();
+        caches::reflect(
+            Api::<OLMConfig>::all(client.clone()),
+            watcher::Config::default(),
+            readiness.gate("cache:OLMConfig"),
+            move |_: &OLMConfig, _| {
+                requeue_all(&copy_tx, &csvs);
+                let _ = olm_config_tx.unbounded_send(());
+            },
+        )
+    };
+    let operator_conditions = {
+        let csvs = csvs.clone();
+        let csv_tx = csv_tx.clone();
+        let oc_tx = oc_tx.clone();
+        caches::reflect(
+            config.api::<OperatorCondition>(&client),
+            watcher::Config::default(),
+            readiness.gate("cache:OperatorCondition"),
+            move |condition: &OperatorCondition, _| {
+                let _ = oc_tx.unbounded_send(ObjectRef::from_obj(condition));
+                // A condition gates the CSVs replacing its CSV.
+                let namespace = condition.metadata.namespace.as_deref();
+                requeue_csvs(
+                    &csv_tx,
+                    csvs.state()
+                        .iter()
+                        .filter(|csv| csv.metadata.namespace.as_deref() == namespace)
+                        .map(AsRef::as_ref),
+                );
+            },
+        )
+    };
+    let subscriptions = {
+        let csv_tx = csv_tx.clone();
+        caches::reflect(
+            config.api::<Subscription>(&client),
+            watcher::Config::default(),
+            readiness.gate("cache:Subscription"),
+            move |subscription: &Subscription, _| {
+                if let (Some(installed), Some(namespace)) = (
+                    subscription
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.installed_csv.as_deref()),
+                    subscription.metadata.namespace.as_deref(),
+                ) {
+                    let _ = csv_tx.unbounded_send(ObjectRef::new(installed).within(namespace));
+                }
+            },
+        )
+    };
+    let operators = {
+        let operator_tx = operator_tx.clone();
+        caches::reflect(
+            Api::<Operator>::all(client.clone()),
+            watcher::Config::default(),
+            readiness.gate("cache:Operator"),
+            move |operator: &Operator, _| {
+                let _ = operator_tx.unbounded_send(operator.name_any());
             },
         )
     };
@@ -347,12 +535,22 @@ pub async fn run(
         role_bindings: role_bindings.store.clone(),
         cluster_roles: cluster_roles.store.clone(),
         cluster_role_bindings: cluster_role_bindings.store.clone(),
+        copies: copies.store.clone(),
+        olm_configs: olm_configs.store.clone(),
+        operator_conditions: operator_conditions.store.clone(),
+        subscriptions: subscriptions.store.clone(),
+        operators: operators.store.clone(),
     };
     let reflector_tasks = futures::future::join_all([
         csv_reflector.task,
+        copies.task,
         operator_groups.task,
         namespaces.task,
         crds.task,
+        olm_configs.task,
+        operator_conditions.task,
+        subscriptions.task,
+        operators.task,
         deployments.task,
         service_accounts.task,
         roles.task,
@@ -370,6 +568,9 @@ pub async fn run(
         server_version,
         csv_requeue: csv_tx,
         operator_group_requeue: og_tx,
+        copy_requeue: copy_tx,
+        olm_config_requeue: olm_config_tx,
+        operator_requeue: operator_tx,
         failures: std::sync::Mutex::default(),
     });
 
@@ -391,15 +592,17 @@ pub async fn run(
             }
             tracing::info!("caches warm; starting controllers");
             // Everything listed so far gets its first reconcile.
-            requeue_csvs(
-                &context.csv_requeue,
-                context.caches.csvs.state().iter().map(AsRef::as_ref),
-            );
+            requeue_all(&context.csv_requeue, &context.caches.csvs);
+            requeue_all(&context.copy_requeue, &context.caches.csvs);
             for group in context.caches.operator_groups.state() {
                 let _ = context
                     .operator_group_requeue
                     .unbounded_send(ObjectRef::from_obj(group.as_ref()));
             }
+            for condition in context.caches.operator_conditions.state() {
+                let _ = oc_tx.unbounded_send(ObjectRef::from_obj(condition.as_ref()));
+            }
+            let _ = context.olm_config_requeue.unbounded_send(());
 
             let csv_loop = applier(
                 |csv, context| Box::pin(csv::reconcile(csv, context)),
@@ -414,6 +617,21 @@ pub async fn run(
             .for_each(|result| async move {
                 if let Err(error) = result {
                     tracing::debug!(error = %error, "csv controller");
+                }
+            });
+            let copy_loop = applier(
+                |csv, context| Box::pin(targets::reconcile(csv, context)),
+                targets::error_policy,
+                context.clone(),
+                context.caches.csvs.clone(),
+                copy_rx
+                    .map(Ok::<_, std::convert::Infallible>)
+                    .take_until(shutdown.clone().cancelled_owned()),
+                runtime::Config::default().debounce(COPY_DEBOUNCE),
+            )
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(error = %error, "copied csv controller");
                 }
             });
             let og_loop = applier(
@@ -431,7 +649,65 @@ pub async fn run(
                     tracing::debug!(error = %error, "operatorgroup controller");
                 }
             });
-            futures::join!(csv_loop, og_loop);
+            let oc_loop = applier(
+                |condition, context| Box::pin(operator_condition::reconcile(condition, context)),
+                operator_condition::error_policy,
+                context.clone(),
+                context.caches.operator_conditions.clone(),
+                oc_rx
+                    .map(Ok::<_, std::convert::Infallible>)
+                    .take_until(shutdown.clone().cancelled_owned()),
+                runtime::Config::default(),
+            )
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(error = %error, "operatorcondition controller");
+                }
+            });
+            let olm_config_loop = applier(
+                |config, context| Box::pin(olm_config::reconcile(config, context)),
+                olm_config::error_policy,
+                context.clone(),
+                context.caches.olm_configs.clone(),
+                olm_config_rx
+                    .map(|()| {
+                        Ok::<_, std::convert::Infallible>(ObjectRef::new(
+                            olm_api::olm_config::OLM_CONFIG_NAME,
+                        ))
+                    })
+                    .take_until(shutdown.clone().cancelled_owned()),
+                runtime::Config::default().debounce(OLM_CONFIG_DEBOUNCE),
+            )
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(error = %error, "olmconfig controller");
+                }
+            });
+            let operator_loop = applier(
+                |operator, context| Box::pin(operator::reconcile(operator, context)),
+                operator::error_policy,
+                context.clone(),
+                context.caches.operators.clone(),
+                operator_rx
+                    .map(|name| Ok::<_, std::convert::Infallible>(ObjectRef::new(&name)))
+                    .take_until(shutdown.clone().cancelled_owned()),
+                runtime::Config::default().debounce(COPY_DEBOUNCE),
+            )
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(error = %error, "operator controller");
+                }
+            });
+            let sweep = sweep_dangling_copies(context.clone(), shutdown.clone());
+            futures::join!(
+                csv_loop,
+                copy_loop,
+                og_loop,
+                oc_loop,
+                olm_config_loop,
+                operator_loop,
+                sweep
+            );
         }
     };
 
@@ -442,4 +718,42 @@ pub async fn run(
         _ = reflector_tasks => {}
     }
     Ok(())
+}
+
+/// Every resync period, deletes the copies whose parent (in a watched
+/// namespace) no longer exists: the copy controller is keyed by parents, so a
+/// parent deleted while this service was down leaves its copies to this
+/// sweep (upstream's `removeDanglingChildCSVs` on copy informer resyncs).
+async fn sweep_dangling_copies(context: Arc<Context>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(context.config.resync) => {}
+            () = shutdown.cancelled() => return,
+        }
+        for copy in context.caches.copies.state() {
+            let (Some(name), Some(namespace), Some(parent_namespace)) = (
+                copy.metadata.name.as_deref(),
+                copy.metadata.namespace.as_deref(),
+                copy.labels().get(labels::COPIED_FROM),
+            ) else {
+                continue;
+            };
+            if !context.config.watches(parent_namespace) {
+                continue;
+            }
+            let parent = ObjectRef::new(name).within(parent_namespace);
+            if context.caches.csvs.get(&parent).is_some() {
+                continue;
+            }
+            tracing::info!(namespace, name, "deleting copied csv whose parent is gone");
+            let api: Api<ClusterServiceVersion> =
+                Api::namespaced(context.client.clone(), namespace);
+            if let Err(error) = olm_runtime::apply::delete_if_exists(&api, name).await {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "cannot delete copied csv"
+                );
+            }
+        }
+    }
 }

@@ -1,21 +1,34 @@
 //! The OperatorGroup reconciler: `status.namespaces` (and `lastUpdated`) from
-//! [`target_namespaces`], written only when the set changes.
+//! [`target_namespaces`], written only when the set changes; the group's
+//! aggregated admin/edit/view ClusterRoles for the APIs its members provide;
+//! pruning of `olm.providedAPIs`; and a requeue of every CSV providing one of
+//! those APIs, so that an intersection conflict elsewhere is looked at again
+//! (upstream's `syncOperatorGroups`).
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::{Api, Resource, ResourceExt, runtime::controller::Action};
-use olm_api::operator_group::OperatorGroup;
-use olm_runtime::apply::apply_status;
+use k8s_openapi::{api::rbac::v1::ClusterRole, apimachinery::pkg::apis::meta::v1::Time};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+    runtime::controller::Action,
+};
+use olm_api::{csv::ClusterServiceVersion, labels, operator_group::OperatorGroup};
+use olm_runtime::apply::{apply, apply_status};
 use tracing::Instrument;
 
-use super::{Context, FIELD_MANAGER};
+use super::{Context, FIELD_MANAGER, requeue_csvs};
 use crate::{
     Error,
     decide::{
-        csv_status::truncate_to_seconds,
-        operator_group::{ObservedNamespace, namespaces_changed, target_namespaces},
+        api_surface::{ApiSet, api_surface, parse_api_set},
+        csv_status::{self, truncate_to_seconds},
+        group_rbac::{group_owner_labels, group_role_needs_write, operator_group_cluster_roles},
+        operator_group::{
+            MemberApis, ObservedNamespace, namespaces_changed, pruned_provided_apis,
+            target_namespaces,
+        },
     },
 };
 
@@ -116,5 +129,132 @@ async fn sync(group: &OperatorGroup, context: &Context) -> Result<Action, Error>
             })?;
         tracing::info!(?targets, "operatorgroup targets changed");
     }
+    if !never_written && !namespaces_changed(&targets, &current) {
+        ensure_group_roles_and_apis(group, context).await?;
+    }
     Ok(Action::requeue(context.config.resync))
+}
+
+/// The member CSVs of a group (annotated with its name, in its namespace).
+fn members(context: &Context, group: &OperatorGroup) -> Vec<ClusterServiceVersion> {
+    let namespace = group.metadata.namespace.as_deref();
+    let name = group.metadata.name.as_ref();
+    context
+        .caches
+        .csvs
+        .state()
+        .iter()
+        .filter(|csv| {
+            csv.metadata.namespace.as_deref() == namespace
+                && csv.annotations().get(labels::OPERATOR_GROUP) == name
+        })
+        .map(|csv| ClusterServiceVersion::clone(csv))
+        .collect()
+}
+
+async fn ensure_group_roles_and_apis(
+    group: &OperatorGroup,
+    context: &Context,
+) -> Result<(), Error> {
+    let namespace = group.metadata.namespace.clone().unwrap_or_default();
+    let annotated = group
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::PROVIDED_APIS))
+        .map(|v| parse_api_set(v))
+        .unwrap_or_default();
+    let members = members(context, group);
+    let mut apis: ApiSet = annotated.clone();
+    let mut member_apis = Vec::new();
+    for csv in &members {
+        let Ok(surface) = api_surface(&csv.spec) else {
+            continue;
+        };
+        apis.extend(surface.provided.iter().cloned());
+        member_apis.push(MemberApis {
+            provided: surface.provided,
+            phase: csv_status::phase_of(&csv.status.clone().unwrap_or_default()),
+            deleting: csv.metadata.deletion_timestamp.is_some(),
+        });
+    }
+
+    let existing = context.caches.cluster_roles.state();
+    let cluster_roles: Api<ClusterRole> = Api::all(context.client.clone());
+    for role in operator_group_cluster_roles(group, &apis) {
+        let current = existing
+            .iter()
+            .find(|r| r.metadata.name == role.metadata.name);
+        if current.is_some_and(|current| !group_role_needs_write(current, &role)) {
+            continue;
+        }
+        apply(&cluster_roles, &FIELD_MANAGER, &role)
+            .await
+            .map_err(|source| Error::Runtime {
+                what: "cannot apply operatorgroup cluster role",
+                source: Box::new(source),
+            })?;
+    }
+
+    // Conflicting CSVs in intersecting groups may be free now.
+    requeue_csvs(
+        &context.csv_requeue,
+        context
+            .caches
+            .csvs
+            .state()
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|csv| {
+                api_surface(&csv.spec)
+                    .is_ok_and(|s| s.provided.iter().any(|api| apis.contains(api)))
+            }),
+    );
+
+    if let Some(value) = pruned_provided_apis(group, &member_apis) {
+        let api: Api<OperatorGroup> = Api::namespaced(context.client.clone(), &namespace);
+        let patch = serde_json::json!({
+            "metadata": { "annotations": { labels::PROVIDED_APIS: value } }
+        });
+        api.patch(
+            &group.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|source| Error::Kube {
+            action: "prune provided apis of",
+            kind: "OperatorGroup",
+            name: format!("{namespace}/{}", group.name_any()),
+            source: Box::new(source),
+        })?;
+    }
+    Ok(())
+}
+
+/// Deletes the ClusterRoles a deleted group owned (by its owner labels), in
+/// the background: an OperatorGroup has no finalizer, so this runs from the
+/// watch event, and the resync of a group that no longer exists never comes.
+pub(crate) fn deleted(client: kube::Client, group: &OperatorGroup) {
+    let selector = group_owner_labels(group)
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    tokio::spawn(async move {
+        let api: Api<ClusterRole> = Api::all(client);
+        if let Err(error) = api
+            .delete_collection(
+                &DeleteParams::background(),
+                &ListParams::default().labels(&selector),
+            )
+            .await
+        {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                selector,
+                "cannot delete the cluster roles of a deleted operatorgroup"
+            );
+        }
+    });
 }

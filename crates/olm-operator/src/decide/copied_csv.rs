@@ -10,16 +10,17 @@
 //!
 //! ## Copy hashes
 //!
-//! Each copy carries two annotations, [`labels::COPY_HASH_SPEC`] (over the
-//! copy's name, labels, annotations and spec) and [`labels::COPY_HASH_STATUS`]
-//! (over its status), both [`crate::decide::hash::content_hash`]es of the
+//! Each copy carries two annotations, [`COPY_HASH_SPEC_ANNOTATION`] (over the
+//! copy's name, labels, annotations and spec) and
+//! [`COPY_HASH_STATUS_ANNOTATION`] (over its status), both [`crate::decide::hash::content_hash`]es of the
 //! desired copy with the two hash annotations themselves left out. Comparing
 //! the desired hashes with the ones on the existing copy tells whether its
 //! metadata/spec or its status need writing, so a parent sync that changed
 //! nothing writes nothing, and a watch of the copies' metadata alone is enough
 //! to decide. (Upstream computes the same pair in an informer transform and
-//! keeps it in memory only; its hash bytes differ from ours, see
-//! [`crate::decide::hash`].)
+//! keeps it in memory only, under the keys `$copyhash-spec` and
+//! `$copyhash-status`, which the API server would refuse as annotation keys;
+//! its hash bytes differ from ours, see [`crate::decide::hash`].)
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,6 +40,12 @@ use super::{
     operator_group::{NAMESPACE_ALL, NamespaceSet},
 };
 use crate::Error;
+
+/// The annotation recording the hash of a copy's metadata and spec.
+pub const COPY_HASH_SPEC_ANNOTATION: &str = "olm.copyhash/spec";
+
+/// The annotation recording the hash of a copy's status.
+pub const COPY_HASH_STATUS_ANNOTATION: &str = "olm.copyhash/status";
 
 /// Whether a CSV is a copy (reason `Copied`, an `olm.operatorNamespace`
 /// annotation naming another namespace, or an `olm.copiedFrom` label);
@@ -121,6 +128,8 @@ pub fn copy_for_namespace(
                 key.as_str(),
                 labels::TARGET_NAMESPACES
                     | labels::KUBECTL_LAST_APPLIED
+                    | COPY_HASH_SPEC_ANNOTATION
+                    | COPY_HASH_STATUS_ANNOTATION
                     | labels::COPY_HASH_SPEC
                     | labels::COPY_HASH_STATUS
             )
@@ -154,8 +163,8 @@ pub fn copy_for_namespace(
     };
     let hashes = CopyHashes::of(&copy)?;
     let annotations = copy.metadata.annotations.get_or_insert_with(BTreeMap::new);
-    annotations.insert(labels::COPY_HASH_SPEC.to_owned(), hashes.spec);
-    annotations.insert(labels::COPY_HASH_STATUS.to_owned(), hashes.status);
+    annotations.insert(COPY_HASH_SPEC_ANNOTATION.to_owned(), hashes.spec);
+    annotations.insert(COPY_HASH_STATUS_ANNOTATION.to_owned(), hashes.status);
     Ok(copy)
 }
 
@@ -187,7 +196,7 @@ impl CopyHashes {
             .filter(|(key, _)| {
                 !matches!(
                     key.as_str(),
-                    labels::COPY_HASH_SPEC | labels::COPY_HASH_STATUS
+                    COPY_HASH_SPEC_ANNOTATION | COPY_HASH_STATUS_ANNOTATION
                 )
             })
             .collect();
@@ -207,8 +216,8 @@ impl CopyHashes {
     pub fn recorded(csv: &ClusterServiceVersion) -> Option<Self> {
         let annotations = csv.metadata.annotations.as_ref()?;
         Some(Self {
-            spec: annotations.get(labels::COPY_HASH_SPEC)?.clone(),
-            status: annotations.get(labels::COPY_HASH_STATUS)?.clone(),
+            spec: annotations.get(COPY_HASH_SPEC_ANNOTATION)?.clone(),
+            status: annotations.get(COPY_HASH_STATUS_ANNOTATION)?.clone(),
         })
     }
 }
@@ -451,4 +460,148 @@ pub fn copies_as_expected(
         return active_namespaces.saturating_sub(1) == namespaces_with_copies.len();
     }
     protected_namespaces == namespaces_with_copies
+}
+
+/// What the copy watch keeps of one existing copy: where it is and the two
+/// hashes recorded on it (`None` when it carries none, for example a copy
+/// written by upstream OLM, which keeps its hashes in memory only).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExistingCopy {
+    /// The hashes recorded in its annotations.
+    pub hashes: Option<CopyHashes>,
+}
+
+/// One copy to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyWrite {
+    /// Target namespace.
+    pub namespace: String,
+    /// Metadata and spec must be written (always for a new copy).
+    pub spec: bool,
+    /// The status must be written (always for a new copy).
+    pub status: bool,
+}
+
+/// Everything to do about the copies of one parent CSV.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CopyPlan {
+    /// The copy as every target namespace gets it, with its hash
+    /// annotations; its namespace is set per write. `None` when nothing is
+    /// written.
+    pub prototype: Option<ClusterServiceVersion>,
+    /// Copies to create or update, sorted by namespace.
+    pub writes: Vec<CopyWrite>,
+    /// Namespaces whose copy must be deleted, sorted.
+    pub deletes: Vec<String>,
+    /// A Warning event to record on the parent (copies disabled and some
+    /// deleted).
+    pub event: Option<CsvEvent>,
+}
+
+/// What [`plan_copies`] looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct CopyInputs<'a> {
+    /// The parent CSV (never a copy).
+    pub parent: &'a ClusterServiceVersion,
+    /// The group the parent is an active member of
+    /// ([`crate::decide::operator_group::is_active_member`]); `None` when it
+    /// is not (yet) one.
+    pub group: Option<&'a OperatorGroup>,
+    /// Every namespace of the cluster.
+    pub namespaces: &'a [String],
+    /// Whether the `cluster` OLMConfig allows copies ([`copies_enabled`]).
+    pub copied_csvs_enabled: bool,
+    /// Namespaces that keep copies even when copying is disabled
+    /// (`--protectedCopiedCSVNamespaces`).
+    pub protected_namespaces: &'a BTreeSet<String>,
+    /// The existing copies of this parent, by namespace.
+    pub existing: &'a BTreeMap<String, ExistingCopy>,
+}
+
+/// Plans the copies of one parent CSV (upstream's `ensureCSVsInNamespaces`,
+/// `removeDanglingChildCSVs` and the `disableCopiedCSVs` branch of
+/// `syncCopyCSV`, in one pure step):
+///
+/// - a parent being deleted, or failed with `InterOperatorGroupOwnerConflict`,
+///   loses every copy;
+/// - a parent that is not an active member of a group keeps its copies as
+///   they are (its membership is about to be written);
+/// - otherwise a copy belongs in each namespace [`copy_targets`] names; copies
+///   anywhere else are deleted; an uncopiable parent
+///   ([`is_uncopiable`]) gets no writes but still loses copies outside its
+///   targets;
+/// - a copy is written only when the hashes recorded on it differ from the
+///   desired ones, so re-planning an unchanged parent writes nothing.
+///
+/// The Warning event `DisabledCopiedCSVs` is planned only when copying is
+/// disabled and copies are actually deleted; upstream records it on every
+/// sync of such a parent, which floods the event stream on every resync.
+pub fn plan_copies(inputs: CopyInputs<'_>) -> Result<CopyPlan, Error> {
+    let parent = inputs.parent;
+    let existing_namespaces = || inputs.existing.keys().cloned().collect::<Vec<_>>();
+    let status = parent.status.as_ref();
+    let conflicting = status.and_then(|s| s.phase.as_ref()) == Some(&CsvPhase::FAILED)
+        && status.and_then(|s| s.reason.as_ref())
+            == Some(&CsvReason::INTER_OPERATOR_GROUP_OWNER_CONFLICT);
+    if parent.metadata.deletion_timestamp.is_some() || conflicting {
+        return Ok(CopyPlan {
+            deletes: existing_namespaces(),
+            ..CopyPlan::default()
+        });
+    }
+    let Some(group) = inputs.group else {
+        return Ok(CopyPlan::default());
+    };
+    let with_copies = existing_namespaces();
+    let targets = copy_targets(
+        parent,
+        group,
+        inputs.namespaces,
+        inputs.copied_csvs_enabled,
+        inputs.protected_namespaces,
+        &with_copies,
+    );
+    let wanted: BTreeSet<&String> = targets.copy_into.iter().collect();
+    let parent_namespace = parent.metadata.namespace.as_deref().unwrap_or_default();
+    let deletes: Vec<String> = with_copies
+        .iter()
+        .filter(|ns| !wanted.contains(ns) || ns.as_str() == parent_namespace)
+        .cloned()
+        .collect();
+    let event = targets.event.filter(|_| !deletes.is_empty());
+    let mut plan = CopyPlan {
+        deletes,
+        event,
+        ..CopyPlan::default()
+    };
+    if is_uncopiable(parent) || targets.copy_into.is_empty() {
+        return Ok(plan);
+    }
+    let prototype = copy_for_namespace(parent, parent_namespace)?;
+    let desired = CopyHashes::recorded(&prototype);
+    for namespace in targets.copy_into {
+        if namespace == parent_namespace {
+            continue;
+        }
+        let recorded = inputs.existing.get(&namespace).map(|c| c.hashes.as_ref());
+        let (spec, status) = match (recorded, desired.as_ref()) {
+            (None, _) => (true, true),
+            (Some(Some(recorded)), Some(desired)) => (
+                recorded.spec != desired.spec,
+                recorded.status != desired.status,
+            ),
+            (Some(_), _) => (true, true),
+        };
+        if spec || status {
+            plan.writes.push(CopyWrite {
+                namespace,
+                spec,
+                status,
+            });
+        }
+    }
+    if !plan.writes.is_empty() {
+        plan.prototype = Some(prototype);
+    }
+    Ok(plan)
 }

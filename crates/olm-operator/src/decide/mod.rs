@@ -19,7 +19,11 @@
 //! - [`deployment`]: the install Deployments, Subscription `config` overrides
 //!   and the install check.
 //! - [`rbac`]: Roles, ClusterRoles and bindings from CSV permissions.
-//! - [`operator_condition`]: upgrade gating through OperatorConditions.
+//! - [`group_rbac`]: OperatorGroup and per-API ClusterRoles, RBAC in target
+//!   namespaces.
+//! - [`operator_condition`]: the OperatorCondition of a CSV, its RBAC and
+//!   status, and upgrade gating through it.
+//! - [`operator`]: the Operator aggregate object and adoption.
 //! - [`hash`]: the content hashes used in labels and annotations.
 
 pub mod api_surface;
@@ -28,8 +32,10 @@ pub mod csv_phase;
 pub mod csv_status;
 pub mod deployment;
 mod go_json;
+pub mod group_rbac;
 pub mod hash;
 mod label_selector;
+pub mod operator;
 pub mod operator_condition;
 pub mod operator_group;
 pub mod rbac;

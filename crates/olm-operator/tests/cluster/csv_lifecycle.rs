@@ -22,21 +22,21 @@ use crate::{RunningOperator, eventually, init_logs, olm_crds_installed};
 
 /// How long a CSV may take to reach a phase (the Deployment becomes
 /// Available about 0.2 s after creation under kwok).
-const PHASE_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const PHASE_DEADLINE: Duration = Duration::from_secs(60);
 
-const CSV_NAME: &str = "widget-operator.v0.1.0";
-const DEPLOYMENT_NAME: &str = "widget-controller";
-const SERVICE_ACCOUNT: &str = "widget-operator-sa";
+pub(crate) const CSV_NAME: &str = "widget-operator.v0.1.0";
+pub(crate) const DEPLOYMENT_NAME: &str = "widget-controller";
+pub(crate) const SERVICE_ACCOUNT: &str = "widget-operator-sa";
 
 /// The API group of the test's own CRD: unique per namespace, since CRDs
 /// are cluster-scoped and tests run in parallel.
-fn fixture_group(namespace: &str) -> String {
+pub(crate) fn fixture_group(namespace: &str) -> String {
     format!("{namespace}.example.test")
 }
 
 /// The `widgets` CRD the CSV owns, created by the test (as an InstallPlan
 /// would) before the CSV.
-async fn create_widget_crd(client: &Client, namespace: &str) -> String {
+pub(crate) async fn create_widget_crd(client: &Client, namespace: &str) -> String {
     let group = fixture_group(namespace);
     let name = format!("widgets.{group}");
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
@@ -60,7 +60,7 @@ async fn create_widget_crd(client: &Client, namespace: &str) -> String {
     name
 }
 
-async fn delete_crd(client: &Client, name: &str) {
+pub(crate) async fn delete_crd(client: &Client, name: &str) {
     let _ = Api::<CustomResourceDefinition>::all(client.clone())
         .delete(name, &DeleteParams::default())
         .await;
@@ -68,7 +68,7 @@ async fn delete_crd(client: &Client, name: &str) {
 
 /// A small operator: one Deployment, one namespaced and one cluster-wide
 /// permission rule, one owned CRD.
-fn widget_csv(namespace: &str) -> ClusterServiceVersion {
+pub(crate) fn widget_csv(namespace: &str) -> ClusterServiceVersion {
     let group = fixture_group(namespace);
     serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
@@ -126,7 +126,7 @@ fn widget_csv(namespace: &str) -> ClusterServiceVersion {
 }
 
 /// An OperatorGroup targeting its own namespace.
-fn own_namespace_group(namespace: &str) -> OperatorGroup {
+pub(crate) fn own_namespace_group(namespace: &str) -> OperatorGroup {
     serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1",
         "kind": "OperatorGroup",
@@ -137,7 +137,7 @@ fn own_namespace_group(namespace: &str) -> OperatorGroup {
 }
 
 /// What a failing test prints: the objects of the namespace and its events.
-fn dump(namespace: &str) -> String {
+pub(crate) fn dump(namespace: &str) -> String {
     let plane = olm_testkit::control_plane();
     let mut text = String::new();
     for args in [
@@ -173,7 +173,7 @@ fn dump(namespace: &str) -> String {
 
 /// Fails the test with a dump of the namespace if `future` panics or takes
 /// longer than its own deadlines.
-async fn explained<T>(namespace: &str, future: impl Future<Output = T>) -> T {
+pub(crate) async fn explained<T>(namespace: &str, future: impl Future<Output = T>) -> T {
     use futures::FutureExt;
     match std::panic::AssertUnwindSafe(future).catch_unwind().await {
         Ok(value) => value,
@@ -184,7 +184,7 @@ async fn explained<T>(namespace: &str, future: impl Future<Output = T>) -> T {
     }
 }
 
-fn phase_and_reason(csv: &ClusterServiceVersion) -> (String, String, String) {
+pub(crate) fn phase_and_reason(csv: &ClusterServiceVersion) -> (String, String, String) {
     let status = csv.status.clone().unwrap_or_default();
     (
         status.phase.map(String::from).unwrap_or_default(),
@@ -198,11 +198,21 @@ async fn wait_for_phase(
     phase: &str,
     reason: &str,
 ) -> ClusterServiceVersion {
+    wait_for_csv_phase(csvs, CSV_NAME, phase, reason).await
+}
+
+/// Waits until the CSV `name` has `phase` and `reason`.
+pub(crate) async fn wait_for_csv_phase(
+    csvs: &Api<ClusterServiceVersion>,
+    name: &str,
+    phase: &str,
+    reason: &str,
+) -> ClusterServiceVersion {
     eventually(
-        &format!("csv {CSV_NAME} {phase}/{reason}"),
+        &format!("csv {name} {phase}/{reason}"),
         PHASE_DEADLINE,
         || async move {
-            let csv = csvs.get(CSV_NAME).await.map_err(|e| e.to_string())?;
+            let csv = csvs.get(name).await.map_err(|e| e.to_string())?;
             let seen = phase_and_reason(&csv);
             if seen.0 == phase && seen.1 == reason {
                 Ok(csv)
@@ -216,12 +226,12 @@ async fn wait_for_phase(
 
 /// Whether `wanted` appears in `phases` in order (other phases may lie
 /// between).
-fn in_order(phases: &[String], wanted: &[&str]) -> bool {
+pub(crate) fn in_order(phases: &[String], wanted: &[&str]) -> bool {
     let mut rest = phases.iter();
     wanted.iter().all(|w| rest.any(|p| p == w))
 }
 
-fn history(csv: &ClusterServiceVersion) -> Vec<String> {
+pub(crate) fn history(csv: &ClusterServiceVersion) -> Vec<String> {
     csv.status
         .as_ref()
         .and_then(|s| s.conditions.clone())
@@ -387,7 +397,10 @@ async fn csv_installs_through_every_phase_to_succeeded() {
 
 /// The metrics text once `ready` holds: a reconcile records metrics after it
 /// writes status, so a series may trail the phase a test just saw.
-async fn metrics_until(operator: &RunningOperator, ready: impl Fn(&str) -> bool) -> String {
+pub(crate) async fn metrics_until(
+    operator: &RunningOperator,
+    ready: impl Fn(&str) -> bool,
+) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let text = operator.metrics_text();
@@ -509,4 +522,77 @@ async fn deleting_a_csv_removes_what_it_owned() {
 
     operator.stop().await;
     delete_crd(&client, &crd).await;
+}
+
+/// The widget CSV named `name` in `namespace`, owning the widgets CRD of
+/// `crd_namespace`'s fixture group, supporting exactly `modes`.
+pub(crate) fn custom_csv(
+    namespace: &str,
+    crd_namespace: &str,
+    name: &str,
+    modes: &[&str],
+) -> ClusterServiceVersion {
+    let mut csv = serde_json::to_value(widget_csv(crd_namespace)).unwrap();
+    csv["metadata"]["name"] = json!(name);
+    csv["metadata"]["namespace"] = json!(namespace);
+    csv["spec"]["installModes"] = json!(
+        [
+            "OwnNamespace",
+            "SingleNamespace",
+            "MultiNamespace",
+            "AllNamespaces"
+        ]
+        .iter()
+        .map(|mode| json!({ "type": mode, "supported": modes.contains(mode) }))
+        .collect::<Vec<_>>()
+    );
+    serde_json::from_value(csv).unwrap()
+}
+
+/// An OperatorGroup named `name` in `namespace` targeting `targets` (all
+/// namespaces when empty).
+pub(crate) fn group_targeting(namespace: &str, name: &str, targets: &[&str]) -> OperatorGroup {
+    let spec = if targets.is_empty() {
+        json!({})
+    } else {
+        json!({ "targetNamespaces": targets })
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1",
+        "kind": "OperatorGroup",
+        "metadata": { "name": name, "namespace": namespace },
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+/// Sets a group's `spec.targetNamespaces`.
+pub(crate) async fn retarget(client: &Client, namespace: &str, name: &str, targets: &[&str]) {
+    Api::<OperatorGroup>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({ "spec": { "targetNamespaces": targets } })),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits until `check` holds for the object `name` in `api` (`None` when it
+/// does not exist).
+pub(crate) async fn wait_for<K, F>(api: &Api<K>, name: &str, what: &str, check: F) -> Option<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    F: Fn(Option<&K>) -> bool,
+{
+    let check = &check;
+    eventually(what, PHASE_DEADLINE, || async move {
+        let object = api.get_opt(name).await.map_err(|e| e.to_string())?;
+        if check(object.as_ref()) {
+            Ok(object)
+        } else {
+            Err(format!("{object:?}").chars().take(400).collect())
+        }
+    })
+    .await
 }

@@ -7,7 +7,12 @@
 // Helpers of a test binary: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+mod copies;
 mod csv_lifecycle;
+mod groups;
+mod operator;
+mod restart;
+mod upgrade;
 
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
@@ -76,13 +81,19 @@ pub(crate) struct RunningOperator {
 impl RunningOperator {
     /// Starts the controllers for `namespace`.
     pub(crate) async fn start(namespace: &str) -> Self {
+        Self::start_watching(&[namespace]).await
+    }
+
+    /// Starts the controllers for several namespaces (watched cluster-wide
+    /// and filtered, as `--watchedNamespaces` with more than one does).
+    pub(crate) async fn start_watching(namespaces: &[&str]) -> Self {
         let client = olm_testkit::control_plane().client().await;
         let mut registry = MetricsRegistry::default();
         let metrics = OperatorMetrics::register(&mut registry);
         let readiness = Readiness::default();
         let shutdown = CancellationToken::new();
         let config = ControllerConfig {
-            watched_namespaces: vec![namespace.to_owned()],
+            watched_namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
             ..ControllerConfig::default()
         };
         let task = tokio::spawn({

@@ -8,9 +8,10 @@ use olm_api::{
 };
 use olm_operator::decide::{
     copied_csv::{
-        CopyAction, CopyHashes, DanglingReason, copied_message, copies_as_expected, copies_enabled,
-        copy_action, copy_for_namespace, copy_targets, dangling_copy,
-        disabled_copied_csvs_condition, is_copied, is_uncopiable,
+        COPY_HASH_SPEC_ANNOTATION, COPY_HASH_STATUS_ANNOTATION, CopyAction, CopyHashes,
+        DanglingReason, copied_message, copies_as_expected, copies_enabled, copy_action,
+        copy_for_namespace, copy_targets, dangling_copy, disabled_copied_csvs_condition, is_copied,
+        is_uncopiable,
     },
     csv_status::EventType,
 };
@@ -42,8 +43,8 @@ fn a_copy_says_where_the_operator_runs() {
     assert!(!annotations.contains_key(labels::KUBECTL_LAST_APPLIED));
     assert_eq!(annotations[labels::OPERATOR_GROUP], "gadget-group");
     assert_eq!(annotations[labels::OPERATOR_NAMESPACE], "gadget-system");
-    assert!(annotations.contains_key(labels::COPY_HASH_SPEC));
-    assert!(annotations.contains_key(labels::COPY_HASH_STATUS));
+    assert!(annotations.contains_key(COPY_HASH_SPEC_ANNOTATION));
+    assert!(annotations.contains_key(COPY_HASH_STATUS_ANNOTATION));
 
     let copy_labels = copy.metadata.labels.as_ref().expect("labels");
     assert_eq!(copy_labels[labels::COPIED_FROM], "gadget-system");
@@ -313,4 +314,206 @@ fn olm_config_reports_copied_csvs() {
         &with(&["p"]),
         &with(&["p", "q"])
     ));
+}
+
+mod plan {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use olm_api::csv::{CsvPhase, CsvReason};
+    use olm_operator::decide::copied_csv::{
+        CopyHashes, CopyInputs, CopyWrite, ExistingCopy, copy_for_namespace, plan_copies,
+    };
+
+    use super::super::fixtures::{CsvFixture, GroupFixture, gadget_group, minute, widget_operator};
+
+    fn namespaces() -> Vec<String> {
+        ["gadget-system", "cog-works", "sprocket-yard", "axle-depot"]
+            .map(str::to_owned)
+            .to_vec()
+    }
+
+    fn up_to_date(namespace: &str, parent: &olm_api::csv::ClusterServiceVersion) -> ExistingCopy {
+        let copy = copy_for_namespace(parent, namespace).expect("copy");
+        ExistingCopy {
+            hashes: CopyHashes::recorded(&copy),
+        }
+    }
+
+    fn write(namespace: &str, spec: bool, status: bool) -> CopyWrite {
+        CopyWrite {
+            namespace: namespace.to_owned(),
+            spec,
+            status,
+        }
+    }
+
+    #[test]
+    fn copies_are_written_once_and_rewritten_only_on_change() {
+        let group = gadget_group().targeting(&["gadget-system", "cog-works", "sprocket-yard"]);
+        let parent = widget_operator().member_of(&group).in_phase(
+            CsvPhase::SUCCEEDED,
+            CsvReason::INSTALL_SUCCEEDED,
+            minute(0),
+        );
+        let protected = BTreeSet::new();
+        let mut existing = BTreeMap::new();
+        let plan = |existing: &BTreeMap<String, ExistingCopy>,
+                    parent: &olm_api::csv::ClusterServiceVersion| {
+            plan_copies(CopyInputs {
+                parent,
+                group: Some(&group),
+                namespaces: &namespaces(),
+                copied_csvs_enabled: true,
+                protected_namespaces: &protected,
+                existing,
+            })
+            .expect("plan")
+        };
+
+        let first = plan(&existing, &parent);
+        assert_eq!(
+            first.writes,
+            [
+                write("cog-works", true, true),
+                write("sprocket-yard", true, true)
+            ]
+        );
+        assert!(first.deletes.is_empty() && first.event.is_none());
+        let prototype = first.prototype.expect("prototype");
+        assert_eq!(
+            prototype.metadata.namespace.as_deref(),
+            Some("gadget-system")
+        );
+
+        for namespace in ["cog-works", "sprocket-yard"] {
+            existing.insert(namespace.to_owned(), up_to_date(namespace, &parent));
+        }
+        let again = plan(&existing, &parent);
+        assert!(
+            again.writes.is_empty() && again.prototype.is_none(),
+            "{again:?}"
+        );
+
+        // A status change rewrites the status only.
+        let moved =
+            parent
+                .clone()
+                .in_phase(CsvPhase::FAILED, CsvReason::COMPONENT_UNHEALTHY, minute(9));
+        let moved = moved.member_of(&group);
+        let update = plan(&existing, &moved);
+        assert_eq!(
+            update.writes,
+            [
+                write("cog-works", false, true),
+                write("sprocket-yard", false, true)
+            ]
+        );
+
+        // A copy in a namespace the group no longer targets goes; a copy
+        // without recorded hashes is rewritten whole.
+        existing.insert("axle-depot".to_owned(), ExistingCopy { hashes: None });
+        existing.insert("cog-works".to_owned(), ExistingCopy { hashes: None });
+        let cleanup = plan(&existing, &parent);
+        assert_eq!(cleanup.deletes, ["axle-depot"]);
+        assert_eq!(cleanup.writes, [write("cog-works", true, true)]);
+    }
+
+    #[test]
+    fn copies_go_with_a_deleted_or_conflicting_parent_and_stay_for_an_unsynced_one() {
+        let group = gadget_group().targeting(&["gadget-system", "cog-works"]);
+        let parent = widget_operator().member_of(&group).in_phase(
+            CsvPhase::SUCCEEDED,
+            CsvReason::INSTALL_SUCCEEDED,
+            minute(0),
+        );
+        let protected = BTreeSet::new();
+        let existing: BTreeMap<String, ExistingCopy> =
+            [("cog-works".to_owned(), up_to_date("cog-works", &parent))].into();
+        let inputs = |parent, group| CopyInputs {
+            parent,
+            group,
+            namespaces: &[],
+            copied_csvs_enabled: true,
+            protected_namespaces: &protected,
+            existing: &existing,
+        };
+
+        let mut deleting = parent.clone();
+        deleting.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(minute(3)),
+        );
+        assert_eq!(
+            plan_copies(inputs(&deleting, Some(&group)))
+                .expect("plan")
+                .deletes,
+            ["cog-works"]
+        );
+        let conflicting = parent.clone().in_phase(
+            CsvPhase::FAILED,
+            CsvReason::INTER_OPERATOR_GROUP_OWNER_CONFLICT,
+            minute(3),
+        );
+        assert_eq!(
+            plan_copies(inputs(&conflicting, Some(&group)))
+                .expect("plan")
+                .deletes,
+            ["cog-works"]
+        );
+        let unsynced = plan_copies(inputs(&parent, None)).expect("plan");
+        assert!(unsynced.deletes.is_empty() && unsynced.writes.is_empty());
+
+        // Uncopiable but still targeted: nothing written, nothing deleted.
+        let unsupported = parent.clone().in_phase(
+            CsvPhase::FAILED,
+            CsvReason::UNSUPPORTED_OPERATOR_GROUP,
+            minute(3),
+        );
+        let namespaces = vec!["gadget-system".to_owned(), "cog-works".to_owned()];
+        let plan = plan_copies(CopyInputs {
+            namespaces: &namespaces,
+            ..inputs(&unsupported, Some(&group))
+        })
+        .expect("plan");
+        assert!(
+            plan.writes.is_empty() && plan.deletes.is_empty(),
+            "{plan:?}"
+        );
+    }
+
+    #[test]
+    fn disabled_copies_of_global_operators_are_deleted_with_one_warning() {
+        let all = gadget_group().targeting_all_namespaces();
+        let parent = widget_operator().member_of(&all).in_phase(
+            CsvPhase::SUCCEEDED,
+            CsvReason::INSTALL_SUCCEEDED,
+            minute(0),
+        );
+        let protected: BTreeSet<String> = ["axle-depot".to_owned()].into();
+        let existing: BTreeMap<String, ExistingCopy> = ["cog-works", "sprocket-yard", "axle-depot"]
+            .into_iter()
+            .map(|ns| (ns.to_owned(), up_to_date(ns, &parent)))
+            .collect();
+        let inputs = CopyInputs {
+            parent: &parent,
+            group: Some(&all),
+            namespaces: &namespaces(),
+            copied_csvs_enabled: false,
+            protected_namespaces: &protected,
+            existing: &existing,
+        };
+        let plan = plan_copies(inputs).expect("plan");
+        assert_eq!(plan.deletes, ["cog-works", "sprocket-yard"]);
+        assert!(plan.writes.is_empty(), "the protected copy is up to date");
+        assert_eq!(plan.event.expect("event").reason, "DisabledCopiedCSVs");
+
+        // Nothing left to delete: no event.
+        let remaining: BTreeMap<String, ExistingCopy> =
+            [("axle-depot".to_owned(), up_to_date("axle-depot", &parent))].into();
+        let quiet = plan_copies(CopyInputs {
+            existing: &remaining,
+            ..inputs
+        })
+        .expect("plan");
+        assert!(quiet.deletes.is_empty() && quiet.event.is_none());
+    }
 }

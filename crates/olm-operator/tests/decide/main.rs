@@ -5,6 +5,8 @@ mod copied_csv;
 mod csv_phase;
 mod deployment;
 mod fixtures;
+mod group_rbac;
+mod operator;
 mod operator_condition;
 mod operator_group;
 mod properties;

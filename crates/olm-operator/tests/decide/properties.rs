@@ -9,7 +9,7 @@ use olm_api::{
 };
 use olm_operator::decide::{
     api_surface::{ApiKey, ApiSet, format_api_set, parse_api_set},
-    copied_csv::copy_for_namespace,
+    copied_csv::{COPY_HASH_SPEC_ANNOTATION, copy_for_namespace},
     csv_phase::{self, CsvAction, DeploymentsCheck, InstallCheck, InstallOutcome},
     csv_status::{CONDITIONS_LENGTH_LIMIT, set_phase},
     deployment::{DeploymentOverrides, StrategyError, StrategyErrorReason, build_deployment},
@@ -240,7 +240,7 @@ proptest! {
             prop_oneof![
                 Just(labels::TARGET_NAMESPACES.to_owned()),
                 Just(labels::KUBECTL_LAST_APPLIED.to_owned()),
-                Just(labels::COPY_HASH_SPEC.to_owned()),
+                Just(COPY_HASH_SPEC_ANNOTATION.to_owned()),
                 "[a-z]{1,6}\\.example\\.test/[a-z]{1,4}",
             ],
             "[a-z,]{0,12}",

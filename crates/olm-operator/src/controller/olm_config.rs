@@ -1,0 +1,96 @@
+//! The `cluster` OLMConfig: its `DisabledCopiedCSVs` condition says whether
+//! the copies of operators installed for all namespaces are as the
+//! `disableCopiedCSVs` feature wants them (upstream's `syncOLMConfig`). A
+//! change of the feature requeues every CSV's copies; the condition is
+//! computed again after each copy sync that touches such an operator.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use jiff::Timestamp;
+use kube::{Api, ResourceExt, runtime::controller::Action};
+use olm_api::{
+    conditions, labels,
+    olm_config::{OLMConfig, OLMConfigStatus},
+};
+use olm_runtime::apply::apply_status;
+
+use super::{Context, FIELD_MANAGER};
+use crate::{
+    Error,
+    decide::{
+        copied_csv::{
+            copies_as_expected, copies_enabled, disabled_copied_csvs_condition, is_copied,
+        },
+        operator_group::NAMESPACE_ALL,
+    },
+};
+
+/// Reconciles the OLMConfig's condition.
+pub(crate) async fn reconcile(
+    config: Arc<OLMConfig>,
+    context: Arc<Context>,
+) -> Result<Action, Error> {
+    if config.name_any() != olm_api::olm_config::OLM_CONFIG_NAME {
+        return Ok(Action::await_change());
+    }
+    let enabled = copies_enabled(Some(&config));
+    let active_namespaces = context.caches.namespaces.state().len();
+    let copies = context.caches.copies.state();
+    let out_of_place = context
+        .caches
+        .csvs
+        .state()
+        .iter()
+        .filter(|csv| !is_copied(csv) && csv.metadata.deletion_timestamp.is_none())
+        .filter(|csv| {
+            csv.annotations()
+                .get(labels::TARGET_NAMESPACES)
+                .map(String::as_str)
+                == Some(NAMESPACE_ALL)
+        })
+        .any(|csv| {
+            let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+            let with_copies: BTreeSet<String> = copies
+                .iter()
+                .filter(|c| {
+                    c.metadata.name == csv.metadata.name
+                        && c.labels().get(labels::COPIED_FROM) == Some(&namespace)
+                })
+                .filter_map(|c| c.metadata.namespace.clone())
+                .collect();
+            !copies_as_expected(
+                enabled,
+                active_namespaces,
+                &context.config.protected_copied_csv_namespaces,
+                &with_copies,
+            )
+        });
+    let wanted = disabled_copied_csvs_condition(enabled, out_of_place);
+    let mut status = config.status.clone().unwrap_or_default();
+    if conditions::set(&mut status.conditions, wanted, Timestamp::now()) {
+        let api: Api<OLMConfig> = Api::all(context.client.clone());
+        apply_status(
+            &api,
+            &FIELD_MANAGER,
+            &config.name_any(),
+            &OLMConfigStatus {
+                conditions: status.conditions,
+            },
+        )
+        .await
+        .map_err(|source| Error::Runtime {
+            what: "cannot write olmconfig status",
+            source: Box::new(source),
+        })?;
+    }
+    Ok(Action::requeue(context.config.resync))
+}
+
+/// The delay before a failed reconcile is retried (capped exponential).
+pub(crate) fn error_policy(
+    _config: Arc<OLMConfig>,
+    _error: &Error,
+    context: Arc<Context>,
+) -> Action {
+    Action::requeue(context.backoff("olmconfig".to_owned()))
+}

@@ -1,0 +1,537 @@
+//! What an operator gets in the namespaces its OperatorGroup targets: copies
+//! of its CSV ([`plan_copies`]) and the RBAC that follows membership
+//! ([`crate::decide::group_rbac`]: Roles copied into target namespaces, or
+//! lifted to the cluster for groups targeting all namespaces).
+//!
+//! This controller is keyed by the parent CSV and debounced: a parent that
+//! moves through several phases in quick succession has its copies written
+//! once, with the phase it settled in. Existing copies are known from a
+//! metadata-only watch trimmed to the copy hashes (see
+//! [`super::copied_csv_store`]), so deciding that nothing needs writing costs
+//! no API call and holds no copy bodies in memory.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use futures::StreamExt;
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+    runtime::controller::Action,
+};
+use olm_api::{csv::ClusterServiceVersion, labels, operator_group::OperatorGroup};
+use olm_runtime::apply::apply;
+use tracing::Instrument;
+
+use super::{Context, FIELD_MANAGER};
+use crate::{
+    Error,
+    decide::{
+        copied_csv::{
+            COPY_HASH_SPEC_ANNOTATION, COPY_HASH_STATUS_ANNOTATION, CopyHashes, CopyInputs,
+            ExistingCopy, copies_enabled, is_copied, plan_copies,
+        },
+        deployment::{has_owner_labels, owner_labels},
+        group_rbac::{
+            binds_role, copied_role_needs_write, lifted_cluster_rbac, target_namespace_rbac,
+        },
+        operator_group::{NAMESPACE_ALL, is_active_member},
+    },
+};
+
+/// How many copies of one parent are written (or deleted) at a time: enough
+/// to keep a thousand target namespaces from taking minutes, few enough that
+/// one parent cannot monopolise the API server.
+pub(crate) const COPY_WRITE_CONCURRENCY: usize = 8;
+
+fn key(csv: &ClusterServiceVersion) -> String {
+    format!(
+        "targets/{}/{}",
+        csv.metadata.namespace.as_deref().unwrap_or_default(),
+        csv.name_any()
+    )
+}
+
+fn kube_error(
+    action: &'static str,
+    kind: &'static str,
+    name: String,
+) -> impl FnOnce(kube::Error) -> Error {
+    move |source| Error::Kube {
+        action,
+        kind,
+        name,
+        source: Box::new(source),
+    }
+}
+
+fn runtime(what: &'static str) -> impl FnOnce(olm_runtime::Error) -> Error {
+    move |source| Error::Runtime {
+        what,
+        source: Box::new(source),
+    }
+}
+
+/// Reconciles the copies and target-namespace RBAC of one parent CSV.
+pub(crate) async fn reconcile(
+    parent: Arc<ClusterServiceVersion>,
+    context: Arc<Context>,
+) -> Result<Action, Error> {
+    let namespace = parent.metadata.namespace.clone().unwrap_or_default();
+    if !context.config.watches(&namespace) || is_copied(&parent) {
+        return Ok(Action::await_change());
+    }
+    let span = tracing::info_span!("reconcile_targets", namespace, name = parent.name_any());
+    olm_runtime::telemetry::record_trace_id(&span);
+    let timer = context.metrics.target_reconciles.start();
+    let result = sync(&parent, &context).instrument(span).await;
+    match &result {
+        Ok(_) => context.succeeded(&key(&parent)),
+        Err(error) => {
+            tracing::info!(
+                namespace,
+                name = parent.name_any(),
+                error = error as &dyn std::error::Error,
+                "copy sync did not finish"
+            );
+            timer.failed(error.category());
+        }
+    }
+    result
+}
+
+/// The delay before a failed reconcile is retried (capped exponential).
+pub(crate) fn error_policy(
+    parent: Arc<ClusterServiceVersion>,
+    _error: &Error,
+    context: Arc<Context>,
+) -> Action {
+    Action::requeue(context.backoff(key(&parent)))
+}
+
+/// The group `parent` is an active member of, if any.
+fn active_group(context: &Context, parent: &ClusterServiceVersion) -> Option<OperatorGroup> {
+    let namespace = parent.metadata.namespace.as_deref();
+    let name = parent.annotations().get(labels::OPERATOR_GROUP)?;
+    context
+        .caches
+        .operator_groups
+        .state()
+        .iter()
+        .find(|g| {
+            g.metadata.namespace.as_deref() == namespace && g.metadata.name.as_ref() == Some(name)
+        })
+        .filter(|g| is_active_member(parent, g))
+        .map(|g| OperatorGroup::clone(g))
+}
+
+/// The existing copies of `parent`, by namespace, with their uids.
+fn existing_copies(
+    context: &Context,
+    parent: &ClusterServiceVersion,
+) -> (BTreeMap<String, ExistingCopy>, BTreeMap<String, String>) {
+    let name = parent.name_any();
+    let namespace = parent.metadata.namespace.clone().unwrap_or_default();
+    let mut existing = BTreeMap::new();
+    let mut uids = BTreeMap::new();
+    for copy in context.caches.copies.state() {
+        if copy.metadata.name.as_deref() != Some(name.as_str())
+            || copy.labels().get(labels::COPIED_FROM) != Some(&namespace)
+        {
+            continue;
+        }
+        let Some(copy_namespace) = copy.metadata.namespace.clone() else {
+            continue;
+        };
+        let annotations = copy.annotations();
+        let hashes = match (
+            annotations.get(COPY_HASH_SPEC_ANNOTATION),
+            annotations.get(COPY_HASH_STATUS_ANNOTATION),
+        ) {
+            (Some(spec), Some(status)) => Some(CopyHashes {
+                spec: spec.clone(),
+                status: status.clone(),
+            }),
+            _ => None,
+        };
+        if let Some(uid) = copy.metadata.uid.clone() {
+            uids.insert(copy_namespace.clone(), uid);
+        }
+        existing.insert(copy_namespace, ExistingCopy { hashes });
+    }
+    (existing, uids)
+}
+
+async fn sync(parent: &ClusterServiceVersion, context: &Context) -> Result<Action, Error> {
+    let group = active_group(context, parent);
+    let namespaces: Vec<String> = context
+        .caches
+        .namespaces
+        .state()
+        .iter()
+        .map(|ns| ns.name_any())
+        .collect();
+    let config = context
+        .caches
+        .olm_configs
+        .get(&kube::runtime::reflector::ObjectRef::new(
+            olm_api::olm_config::OLM_CONFIG_NAME,
+        ));
+    let enabled = copies_enabled(config.as_deref());
+    let (existing, mut uids) = existing_copies(context, parent);
+    let plan = plan_copies(CopyInputs {
+        parent,
+        group: group.as_ref(),
+        namespaces: &namespaces,
+        copied_csvs_enabled: enabled,
+        protected_namespaces: &context.config.protected_copied_csv_namespaces,
+        existing: &existing,
+    })?;
+
+    if let Some(prototype) = &plan.prototype {
+        // Futures are built first, so the stream holds plain futures rather
+        // than a closure over borrowed data (which the spawned controller
+        // task could not prove `Send` for every lifetime).
+        let writes: Vec<_> = plan
+            .writes
+            .iter()
+            .map(|write| {
+                let mut copy = prototype.clone();
+                copy.metadata.namespace = Some(write.namespace.clone());
+                let (spec, status) = (write.spec, write.status);
+                async move {
+                    let uid = write_copy(context, &copy, spec, status).await?;
+                    context.metrics.count_copy_write();
+                    Ok::<_, Error>((copy.metadata.namespace.unwrap_or_default(), uid))
+                }
+            })
+            .collect();
+        let written: Vec<Result<(String, Option<String>), Error>> = futures::stream::iter(writes)
+            .buffer_unordered(COPY_WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for result in written {
+            if let (namespace, Some(uid)) = result? {
+                uids.insert(namespace, uid);
+            }
+        }
+    }
+    let deletes: Vec<_> = plan
+        .deletes
+        .iter()
+        .map(|namespace| delete_copy(context, parent, namespace))
+        .collect();
+    let deleted: Vec<Result<(), Error>> = futures::stream::iter(deletes)
+        .buffer_unordered(COPY_WRITE_CONCURRENCY)
+        .collect()
+        .await;
+    for result in deleted {
+        result?;
+    }
+    for namespace in &plan.deletes {
+        uids.remove(namespace);
+    }
+    if let Some(event) = &plan.event {
+        context
+            .recorder
+            .warning(
+                &parent.object_ref(&()),
+                &event.reason,
+                "CopyCSVs",
+                &event.message,
+            )
+            .await;
+    }
+    if !plan.writes.is_empty() || !plan.deletes.is_empty() {
+        tracing::info!(
+            written = plan.writes.len(),
+            deleted = plan.deletes.len(),
+            "copies synced"
+        );
+    }
+
+    if let Some(group) = &group {
+        let targets = group
+            .status
+            .as_ref()
+            .map(|s| s.namespaces.clone())
+            .unwrap_or_default();
+        if targets.as_slice() == [NAMESPACE_ALL] {
+            lift_rbac(context, parent).await?;
+            let _ = context.olm_config_requeue.unbounded_send(());
+        } else {
+            for (namespace, uid) in &uids {
+                if targets.contains(namespace) {
+                    copy_rbac(context, parent, namespace, uid).await?;
+                }
+            }
+        }
+    } else if !plan.deletes.is_empty() {
+        let _ = context.olm_config_requeue.unbounded_send(());
+    }
+    Ok(Action::requeue(context.config.resync))
+}
+
+/// Writes one copy: the object (metadata and spec) by server-side apply, then
+/// the status; a status-only change also records its new hash. Returns the
+/// copy's uid when the object was written.
+async fn write_copy(
+    context: &Context,
+    copy: &ClusterServiceVersion,
+    spec: bool,
+    status: bool,
+) -> Result<Option<String>, Error> {
+    let namespace = copy.metadata.namespace.clone().unwrap_or_default();
+    let name = copy.name_any();
+    let api: Api<ClusterServiceVersion> = Api::namespaced(context.client.clone(), &namespace);
+    let mut uid = None;
+    if spec {
+        let mut object = copy.clone();
+        object.status = None;
+        let written = api
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER.as_str()).force(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .map_err(kube_error(
+                "apply copy",
+                "ClusterServiceVersion",
+                format!("{namespace}/{name}"),
+            ))?;
+        uid = written.metadata.uid;
+    }
+    if status {
+        let body = serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": { "name": name },
+            "status": copy.status,
+        });
+        api.patch_status(&name, &FIELD_MANAGER.status_params(), &Patch::Apply(&body))
+            .await
+            .map_err(kube_error(
+                "write status of copy",
+                "ClusterServiceVersion",
+                format!("{namespace}/{name}"),
+            ))?;
+        if !spec {
+            // The status subresource ignores metadata: the status hash is
+            // recorded separately, after the status it describes.
+            let hash = copy
+                .annotations()
+                .get(COPY_HASH_STATUS_ANNOTATION)
+                .cloned()
+                .unwrap_or_default();
+            let patch = serde_json::json!({
+                "metadata": { "annotations": { COPY_HASH_STATUS_ANNOTATION: hash } }
+            });
+            api.patch(
+                &name,
+                &PatchParams {
+                    field_manager: Some(FIELD_MANAGER.as_str().to_owned()),
+                    ..PatchParams::default()
+                },
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(kube_error(
+                "record status hash of copy",
+                "ClusterServiceVersion",
+                format!("{namespace}/{name}"),
+            ))?;
+        }
+    }
+    Ok(uid)
+}
+
+/// Deletes the copy of `parent` in `namespace` and the RBAC copied there for
+/// it (which its ownerReferences would also remove, later).
+async fn delete_copy(
+    context: &Context,
+    parent: &ClusterServiceVersion,
+    namespace: &str,
+) -> Result<(), Error> {
+    let name = parent.name_any();
+    let api: Api<ClusterServiceVersion> = Api::namespaced(context.client.clone(), namespace);
+    olm_runtime::apply::delete_if_exists(&api, &name)
+        .await
+        .map_err(runtime("cannot delete copied csv"))?;
+    // RBAC is copied only for groups targeting other namespaces; most copies
+    // (those of operators watching all namespaces) have none to delete.
+    let owned_here = |object_labels: Option<&BTreeMap<String, String>>,
+                      namespace_of: Option<&str>| {
+        namespace_of == Some(namespace)
+            && object_labels.is_some_and(|l| {
+                l.get(labels::OWNER) == Some(&name)
+                    && l.get(labels::OWNER_NAMESPACE).map(String::as_str) == Some(namespace)
+            })
+    };
+    let has_rbac = context
+        .caches
+        .roles
+        .state()
+        .iter()
+        .any(|r| owned_here(r.metadata.labels.as_ref(), r.metadata.namespace.as_deref()))
+        || context
+            .caches
+            .role_bindings
+            .state()
+            .iter()
+            .any(|b| owned_here(b.metadata.labels.as_ref(), b.metadata.namespace.as_deref()));
+    if !has_rbac {
+        return Ok(());
+    }
+    let selector = format!(
+        "{}={name},{}={namespace},{}=ClusterServiceVersion",
+        labels::OWNER,
+        labels::OWNER_NAMESPACE,
+        labels::OWNER_KIND
+    );
+    let list = ListParams::default().labels(&selector);
+    let bindings: Api<RoleBinding> = Api::namespaced(context.client.clone(), namespace);
+    bindings
+        .delete_collection(&DeleteParams::background(), &list)
+        .await
+        .map_err(kube_error(
+            "delete copied role bindings in",
+            "Namespace",
+            namespace.to_owned(),
+        ))?;
+    let roles: Api<Role> = Api::namespaced(context.client.clone(), namespace);
+    roles
+        .delete_collection(&DeleteParams::background(), &list)
+        .await
+        .map_err(kube_error(
+            "delete copied roles in",
+            "Namespace",
+            namespace.to_owned(),
+        ))?;
+    Ok(())
+}
+
+/// The parent's own Roles and RoleBindings (owner labels, its namespace).
+fn owned_rbac(context: &Context, parent: &ClusterServiceVersion) -> (Vec<Role>, Vec<RoleBinding>) {
+    let namespace = parent.metadata.namespace.as_deref();
+    let roles = context
+        .caches
+        .roles
+        .state()
+        .iter()
+        .filter(|r| {
+            r.metadata.namespace.as_deref() == namespace
+                && has_owner_labels(r.metadata.labels.as_ref(), parent)
+        })
+        .map(|r| Role::clone(r))
+        .collect();
+    let bindings = context
+        .caches
+        .role_bindings
+        .state()
+        .iter()
+        .filter(|b| {
+            b.metadata.namespace.as_deref() == namespace
+                && has_owner_labels(b.metadata.labels.as_ref(), parent)
+                && binds_role(b)
+        })
+        .map(|b| RoleBinding::clone(b))
+        .collect();
+    (roles, bindings)
+}
+
+/// Lifts the parent's Roles and RoleBindings to the cluster, creating each
+/// only when absent (upstream never updates them).
+async fn lift_rbac(context: &Context, parent: &ClusterServiceVersion) -> Result<(), Error> {
+    let (roles, bindings) = owned_rbac(context, parent);
+    let (cluster_roles, cluster_bindings) = lifted_cluster_rbac(&roles, &bindings);
+    let have_roles = context.caches.cluster_roles.state();
+    let have_bindings = context.caches.cluster_role_bindings.state();
+    let api: Api<ClusterRole> = Api::all(context.client.clone());
+    for role in cluster_roles {
+        if have_roles
+            .iter()
+            .any(|r| r.metadata.name == role.metadata.name)
+        {
+            continue;
+        }
+        apply(&api, &FIELD_MANAGER, &role)
+            .await
+            .map_err(runtime("cannot apply lifted cluster role"))?;
+    }
+    let api: Api<ClusterRoleBinding> = Api::all(context.client.clone());
+    for binding in cluster_bindings {
+        if have_bindings
+            .iter()
+            .any(|b| b.metadata.name == binding.metadata.name)
+        {
+            continue;
+        }
+        apply(&api, &FIELD_MANAGER, &binding)
+            .await
+            .map_err(runtime("cannot apply lifted cluster role binding"))?;
+    }
+    Ok(())
+}
+
+/// Copies the parent's Roles and RoleBindings into `namespace`, owned by the
+/// copy there (`uid`).
+async fn copy_rbac(
+    context: &Context,
+    parent: &ClusterServiceVersion,
+    namespace: &str,
+    uid: &str,
+) -> Result<(), Error> {
+    if parent.metadata.namespace.as_deref() == Some(namespace) {
+        return Ok(());
+    }
+    let (roles, bindings) = owned_rbac(context, parent);
+    let mut copy_meta = kube::api::ObjectMeta {
+        name: parent.metadata.name.clone(),
+        namespace: Some(namespace.to_owned()),
+        uid: Some(uid.to_owned()),
+        ..Default::default()
+    };
+    copy_meta.labels = Some(BTreeMap::from([(
+        labels::COPIED_FROM.to_owned(),
+        parent.metadata.namespace.clone().unwrap_or_default(),
+    )]));
+    let copy = ClusterServiceVersion {
+        metadata: copy_meta,
+        spec: Default::default(),
+        status: None,
+    };
+    let (copied_roles, copied_bindings) = target_namespace_rbac(&copy, &roles, &bindings);
+    let copy_owner = owner_labels(&copy);
+    let have_roles = context.caches.roles.state();
+    let have_bindings = context.caches.role_bindings.state();
+    let roles_api: Api<Role> = Api::namespaced(context.client.clone(), namespace);
+    for role in copied_roles {
+        let existing = have_roles.iter().find(|r| {
+            r.metadata.namespace.as_deref() == Some(namespace)
+                && r.metadata.name == role.metadata.name
+        });
+        if !copied_role_needs_write(existing.map(AsRef::as_ref), &role) {
+            continue;
+        }
+        apply(&roles_api, &FIELD_MANAGER, &role)
+            .await
+            .map_err(runtime("cannot apply copied role"))?;
+    }
+    let bindings_api: Api<RoleBinding> = Api::namespaced(context.client.clone(), namespace);
+    for binding in copied_bindings {
+        let present = have_bindings.iter().any(|b| {
+            b.metadata.namespace.as_deref() == Some(namespace)
+                && b.metadata.name == binding.metadata.name
+                && copy_owner.iter().all(|(k, v)| b.labels().get(k) == Some(v))
+        });
+        if present {
+            continue;
+        }
+        apply(&bindings_api, &FIELD_MANAGER, &binding)
+            .await
+            .map_err(runtime("cannot apply copied role binding"))?;
+    }
+    Ok(())
+}
