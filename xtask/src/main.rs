@@ -200,12 +200,32 @@ struct Scenario {
 
 /// Every scenario `cargo xtask bench` knows. A crate adds its bench target
 /// (`[[bench]] harness = false`) and one line here.
-const SCENARIOS: &[Scenario] = &[Scenario {
-    name: "catalog",
-    package: "olm-registry",
-    bench: "serve",
-    what: "registry start-up, first ListPackages, GetBundleForChannel latency and RSS on a large synthetic catalog",
-}];
+const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "catalog",
+        package: "olm-registry",
+        bench: "serve",
+        what: "registry start-up, first ListPackages, GetBundleForChannel latency and RSS on a large synthetic catalog",
+    },
+    Scenario {
+        name: "scale",
+        package: "olm-operator",
+        bench: "scale",
+        what: "olm-operator on a real control plane: 1,000 namespaces, 10 AllNamespaces operators; RSS, CPU seconds, API writes, copies with disableCopiedCSVs",
+    },
+    Scenario {
+        name: "packageserver",
+        package: "packageserver",
+        bench: "list",
+        what: "PackageManifest LIST/GET latency through the aggregator, RSS and catalog-update visibility with 3 x 1,000 packages",
+    },
+    Scenario {
+        name: "resolve",
+        package: "olm-resolver",
+        bench: "resolve",
+        what: "resolution p50/p99 and peak RSS: 10 and 100 subscriptions with transitive requirements against 3 catalogs of 20,000 bundles",
+    },
+];
 
 fn bench(scenario: Option<&str>, list: bool, args: &[String]) -> Result<()> {
     if list {

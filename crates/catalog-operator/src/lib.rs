@@ -10,3 +10,4 @@
 
 pub mod controller;
 pub mod decide;
+pub mod metrics;

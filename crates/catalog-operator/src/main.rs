@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use catalog_operator::{
     controller::{self, ControllerConfig},
     decide::catalog_source::RegistryPodOptions,
+    metrics::CatalogMetrics,
 };
 use clap::Parser;
 use olm_bus::{Bus, BusArgs};
@@ -86,6 +87,26 @@ struct Cli {
     )]
     install_plan_retry_timeout: Duration,
 
+    /// Comma-separated namespaces whose catalogs, Subscriptions and
+    /// InstallPlans are reconciled; empty means all (an addition to
+    /// upstream's flags, for running several instances or tests).
+    #[arg(
+        long = "watchedNamespaces",
+        env = "OLM_WATCHED_NAMESPACES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    watched_namespaces: Vec<String>,
+
+    /// Comma-separated registries (`host[:port]`) reached over plain HTTP
+    /// when polling catalog images, for local test registries.
+    #[arg(
+        long = "insecure-registry",
+        env = "OLM_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    insecure_registries: Vec<String>,
+
     #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
@@ -105,12 +126,14 @@ async fn main() -> anyhow::Result<()> {
         &cli.telemetry,
         &ServiceInfo::new(SERVICE_NAME, env!("CARGO_PKG_VERSION")),
     )?;
-    let registry = MetricsRegistry::default();
-    let client = cli
+    let mut registry = MetricsRegistry::default();
+    let metrics = CatalogMetrics::register(&mut registry);
+    let kube_config = cli
         .kube
-        .client()
+        .config()
         .await
-        .context("building the kube client")?;
+        .context("reading the kube configuration")?;
+    let client = kube::Client::try_from(kube_config.clone()).context("building the kube client")?;
     let readiness = Readiness::default();
     let shutdown = on_signal()?;
     let admin = AdminServer::bind(
@@ -138,6 +161,12 @@ async fn main() -> anyhow::Result<()> {
             util_image: cli.util_image,
         },
         registry_timeout: cli.registry_timeout,
+        insecure_registries: cli.insecure_registries,
+        watched_namespaces: cli
+            .watched_namespaces
+            .into_iter()
+            .filter(|ns| !ns.is_empty())
+            .collect(),
         install_plan_retry_timeout: jiff::SignedDuration::try_from(cli.install_plan_retry_timeout)
             .context("--install-plan-retry-timeout is too long")?,
         ..ControllerConfig::default()
@@ -156,7 +185,7 @@ async fn main() -> anyhow::Result<()> {
             lost.await;
             on_loss.cancel();
         });
-        controller::run(client, config, bus, readiness, controllers).await?;
+        controller::run(kube_config, config, metrics, bus, readiness, controllers).await?;
         leader.release().await?;
         if !stop.is_cancelled() {
             anyhow::bail!("leadership lost");

@@ -539,3 +539,49 @@ fn quantities_read_as_bytes() {
         assert_eq!(catalog_source::quantity_bytes(text), bytes, "{text}");
     }
 }
+
+#[test]
+fn images_are_pinned_to_the_polled_digest() {
+    let d = "sha256:abc";
+    for (image, pinned) in [
+        (
+            "quay.io/org/catalog:latest",
+            "quay.io/org/catalog@sha256:abc",
+        ),
+        ("quay.io/org/catalog", "quay.io/org/catalog@sha256:abc"),
+        (
+            "127.0.0.1:5000/org/catalog:v1",
+            "127.0.0.1:5000/org/catalog@sha256:abc",
+        ),
+        (
+            "127.0.0.1:5000/catalog",
+            "127.0.0.1:5000/catalog@sha256:abc",
+        ),
+        (
+            "quay.io/org/catalog:v1@sha256:old",
+            "quay.io/org/catalog@sha256:abc",
+        ),
+    ] {
+        assert_eq!(catalog_source::pinned_image(image, d), pinned, "{image}");
+    }
+    let c = catalog(IMAGE);
+    let mut pod = objects(&c, &[]).pod;
+    catalog_source::pin_pod(&mut pod, "quay.io/org/catalog:latest", d);
+    let container = &pod.spec.as_ref().unwrap().containers[0];
+    assert_eq!(
+        container.image.as_deref(),
+        Some("quay.io/org/catalog@sha256:abc")
+    );
+    assert_eq!(container.image_pull_policy.as_deref(), Some("IfNotPresent"));
+    assert_eq!(
+        pod.metadata.annotations.as_ref().unwrap()["olm.catalog-operator/image-digest"],
+        d
+    );
+    catalog_source::as_update_pod(&mut pod, "my.catalog");
+    let labels = pod.metadata.labels.unwrap();
+    assert_eq!(labels["olm.catalogSource"], "");
+    assert_eq!(
+        labels["catalogsource.operators.coreos.com/update"],
+        "my.catalog"
+    );
+}

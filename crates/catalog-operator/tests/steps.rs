@@ -183,3 +183,32 @@ fn a_real_bundle_becomes_steps() {
         ]
     );
 }
+
+#[test]
+fn csv_metadata_stubs_and_empty_bundles_need_their_image() {
+    let full_csv = serde_json::json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "a.v1"}, "spec": {"install": {"strategy": "deployment", "spec": {"deployments": []}}}}).to_string();
+    let stub_csv = serde_json::json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "a.v1"}, "spec": {"install": {"strategy": "deployment"}}}).to_string();
+    let content = |csv: &str, objects: Vec<String>| BundleContent {
+        csv_name: "a.v1".into(),
+        csv_json: csv.to_owned(),
+        objects,
+    };
+    let cases = [
+        (content(&full_csv, vec![full_csv.clone()]), "img", false),
+        (content(&stub_csv, vec![stub_csv.clone()]), "img", true),
+        (content("", vec![]), "img", true),
+        (content("", vec![]), "", false),
+        (content(&stub_csv, vec![stub_csv.clone()]), "", false),
+        (content("", vec![full_csv.clone()]), "img", false),
+        (content("not json", vec!["x".into()]), "img", true),
+    ];
+    for (bundle, path, want) in cases {
+        assert_eq!(
+            steps::needs_unpack(&bundle, path),
+            want,
+            "{bundle:?} {path}"
+        );
+    }
+}

@@ -394,3 +394,55 @@ fn deprecation_conditions_roll_up() {
     ));
     assert!(st.conditions.is_empty());
 }
+
+#[test]
+fn unpack_conditions_follow_the_lookups() {
+    let pending = plan(
+        "{phase: Installing, catalogSources: [], bundleLookups: [{path: p, identifier: a, replaces: '', conditions: [{type: BundleLookupNotPersisted, status: 'True'}, {type: BundleLookupPending, status: 'True', message: waiting for bundle-unpacker}]}]}",
+    );
+    let failed = plan(
+        "{phase: Installing, catalogSources: [], bundleLookups: [{path: p, identifier: a, replaces: '', conditions: [{type: BundleLookupNotPersisted, status: 'True'}, {type: BundleLookupFailed, status: 'True', reason: ImagePullFailed, message: manifest unknown}]}]}",
+    );
+    let done = plan("{phase: Complete, catalogSources: []}");
+    let mut st = referenced("UpgradePending");
+    assert!(subscription::update_unpack_conditions(
+        &mut st,
+        Some(&pending),
+        t(0)
+    ));
+    assert_eq!(
+        cond(&st, "BundleUnpacking"),
+        (
+            "True",
+            "UnpackingInProgress".into(),
+            "waiting for bundle-unpacker".into()
+        )
+    );
+    assert!(conditions::find(&st.conditions, "BundleUnpackFailed").is_none());
+    assert!(
+        !subscription::update_unpack_conditions(&mut st, Some(&pending), t(1)),
+        "idempotent"
+    );
+
+    assert!(subscription::update_unpack_conditions(
+        &mut st,
+        Some(&failed),
+        t(2)
+    ));
+    assert_eq!(
+        cond(&st, "BundleUnpackFailed"),
+        (
+            "True",
+            "BundleUnpackFailed".into(),
+            "Bundle unpacking failed - ImagePullFailed: manifest unknown".into()
+        )
+    );
+    assert!(conditions::find(&st.conditions, "BundleUnpacking").is_none());
+
+    assert!(subscription::update_unpack_conditions(
+        &mut st,
+        Some(&done),
+        t(3)
+    ));
+    assert!(st.conditions.is_empty());
+}

@@ -253,7 +253,10 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
                 previous.and_then(|p| p.last_connect.clone())
             };
             let ready = probe.state == olm_api::catalog_source::ConnectivityState::READY;
+            context.metrics.catalog_ready(&namespace, &name, ready);
             if ready && changed {
+                // New connection, maybe new content: resolve from fresh data.
+                context.snapshots.invalidate(&namespace, &name);
                 publish_ready(context, catalog, now).await;
             }
             status.connection_state = Some(GrpcConnectionState {
@@ -376,6 +379,57 @@ where
     store.get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
 }
 
+async fn delete_pod(api: &Api<Pod>, name: &str, grace_seconds: u32) -> Result<(), Error> {
+    let params = DeleteParams {
+        grace_period_seconds: Some(grace_seconds),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(response)) if response.code == 404 => Ok(()),
+        Err(error) => Err(kube_error(format!("deleting registry pod {name}"))(error)),
+    }
+}
+
+/// The digest the catalog image's tag points at now, by a registry HEAD
+/// request with the catalog's pull secrets.
+async fn resolve_digest(
+    context: &Context,
+    catalog: &CatalogSource,
+    image: &str,
+) -> Result<String, String> {
+    let reference = olm_oci::Reference::parse(image).map_err(|e| e.to_string())?;
+    let mut options = olm_oci::ClientOptions::default();
+    for host in &context.config.insecure_registries {
+        options = options.plain_http(host.clone());
+    }
+    let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(context.client.clone(), &namespace);
+    for name in &catalog.spec.secrets {
+        let Some(secret) = secrets.get_opt(name).await.map_err(|e| e.to_string())? else {
+            continue;
+        };
+        let data = secret.data.unwrap_or_default();
+        for key in [".dockerconfigjson", ".dockercfg"] {
+            if let Some(bytes) = data.get(key) {
+                match olm_oci::DockerConfig::parse(&bytes.0) {
+                    Ok(config) => options.credentials.merge(config),
+                    Err(error) => {
+                        tracing::warn!(secret = name, error = %error, "unreadable pull secret")
+                    }
+                }
+            }
+        }
+    }
+    let client = olm_oci::Client::new(options).map_err(|e| e.to_string())?;
+    client
+        .resolve(&reference)
+        .await
+        .map(|d| d.to_string())
+        .map_err(|e| e.to_string())
+}
+
 fn is_disrupted(pod: &Pod) -> bool {
     pod.status
         .as_ref()
@@ -465,33 +519,132 @@ async fn run_registry(
     });
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let mut created = false;
-    if current.is_empty() {
+    let image = match serving {
+        Serving::Image { image } => Some(image.clone()),
+        _ => None,
+    };
+    let schedule = image
+        .as_ref()
+        .and_then(|_| decide::poll_schedule(catalog, now));
+    let update_pods: Vec<Arc<Pod>> = caches
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::CATALOG_SOURCE_UPDATE))
+                .is_some_and(|c| *c == name)
+        })
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    let serving_digest = current.iter().find_map(|p| {
+        p.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(decide::IMAGE_DIGEST_ANNOTATION))
+            .cloned()
+    });
+
+    // A ready update pod with the current spec takes over from the serving
+    // pods; a broken or outdated one is dropped.
+    let mut promoted = false;
+    for update in &update_pods {
+        let same_spec = update
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::POD_SPEC_HASH))
+            .is_some_and(|h| *h == wanted_hash);
+        if !same_spec || decide::pod_broken(update) || promoted {
+            delete_pod(&pod_api, &update.name_any(), 1).await?;
+            continue;
+        }
+        if decide::pod_ready(update) {
+            let patch = serde_json::json!({"metadata": {"labels": {
+                labels::CATALOG_SOURCE: name,
+                labels::CATALOG_SOURCE_UPDATE: null,
+            }}});
+            pod_api
+                .patch(
+                    &update.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map_err(kube_error(format!(
+                    "promoting the update pod of {namespace}/{name}"
+                )))?;
+            promoted = true;
+        }
+    }
+    if promoted {
+        for old in &current {
+            delete_pod(&pod_api, &old.name_any(), 1).await?;
+        }
+        created = true;
+    } else if current.is_empty() {
+        // No serving pod: start one, pinned to the image's digest when the
+        // catalog is polled, so later polls compare like with like.
+        let mut fresh = pod.clone();
+        if let (Some(image), Some(_)) = (&image, &schedule) {
+            match resolve_digest(context, catalog, image).await {
+                Ok(digest) => {
+                    decide::pin_pod(&mut fresh, image, &digest);
+                    status.latest_image_registry_poll = Some(Time(now));
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        catalog = key(catalog),
+                        error,
+                        "cannot resolve the catalog image digest"
+                    );
+                }
+            }
+        }
         pod_api
-            .create(&PostParams::default(), &pod)
+            .create(&PostParams::default(), &fresh)
             .await
             .map_err(kube_error(format!(
                 "creating the registry pod of {namespace}/{name}"
             )))?;
         created = true;
+    } else if let (Some(image), Some(schedule)) = (&image, &schedule) {
+        // Polling: the digest comes from a registry HEAD request; only new
+        // content starts an update pod, which serves once it is ready.
+        if schedule.due && update_pods.is_empty() {
+            status.latest_image_registry_poll = Some(Time(now));
+            match resolve_digest(context, catalog, image).await {
+                Ok(digest) if serving_digest.as_deref() != Some(digest.as_str()) => {
+                    let mut update = pod.clone();
+                    decide::pin_pod(&mut update, image, &digest);
+                    decide::as_update_pod(&mut update, &name);
+                    pod_api
+                        .create(&PostParams::default(), &update)
+                        .await
+                        .map_err(kube_error(format!(
+                            "creating the update pod of {namespace}/{name}"
+                        )))?;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(
+                        catalog = key(catalog),
+                        error,
+                        "cannot poll the catalog image"
+                    );
+                }
+            }
+        }
     }
     for old in stale
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
     {
         let grace = if is_disrupted(old) { 0 } else { 1 };
-        let params = DeleteParams {
-            grace_period_seconds: Some(grace),
-            ..DeleteParams::default()
-        };
-        match pod_api.delete(&old.name_any(), &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(response)) if response.code == 404 => {}
-            Err(error) => {
-                return Err(kube_error(format!(
-                    "deleting an old registry pod of {namespace}/{name}"
-                ))(error));
-            }
-        }
+        delete_pod(&pod_api, &old.name_any(), grace).await?;
     }
 
     let same_service = status

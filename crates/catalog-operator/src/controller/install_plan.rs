@@ -75,7 +75,28 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
         write_status(context, &namespace, &name, &original, &status).await?;
         return Ok(Action::await_change());
     }
-    let execution = execute(context, &namespace, &mut status.plan).await;
+    persist_lookups(context, &namespace, &name, &mut status, now).await;
+    let lookups_pending = status.bundle_lookups.iter().any(|l| {
+        l.conditions.iter().any(|c| {
+            c.type_ == olm_api::install_plan::BundleLookupConditionType::NOT_PERSISTED
+                && c.status == "True"
+        })
+    });
+    let client = match attenuated_client(context, &namespace, &mut status) {
+        Ok(client) => client,
+        Err(message) => {
+            // Without a client nothing can be applied; keep trying, as
+            // upstream does while the service account lookup fails.
+            status.message = Some(format!("retrying execution due to error: {message}"));
+            write_status(context, &namespace, &name, &original, &status).await?;
+            return Ok(Action::requeue(Duration::from_secs(5)));
+        }
+    };
+    let mut execution = execute(context, &client, &namespace, &name, &mut status.plan).await;
+    if lookups_pending && execution == Execution::Done {
+        // Bundle content still to be unpacked: more steps will come.
+        execution = Execution::Waiting;
+    }
     decide::after_execution(
         &mut status,
         &execution,
@@ -135,7 +156,13 @@ impl StepError {
 
 /// Carries out every pending step in apply order, stopping at the first
 /// failure. Each step's status is updated in place.
-async fn execute(context: &Context, namespace: &str, steps: &mut [Step]) -> Execution {
+async fn execute(
+    context: &Context,
+    client: &kube::Client,
+    namespace: &str,
+    plan_name: &str,
+    steps: &mut [Step],
+) -> Execution {
     // A plan with a kind we do not install is invalid as a whole: nothing
     // of it is applied.
     let mut invalid = false;
@@ -161,7 +188,7 @@ async fn execute(context: &Context, namespace: &str, steps: &mut [Step]) -> Exec
         if !(decide::step_pending(step) || crd_waiting) {
             continue;
         }
-        match apply_step(context, namespace, step).await {
+        match apply_step(context, client, namespace, plan_name, step).await {
             Ok(status) => {
                 waiting |= status == StepStatus::WAITING_FOR_API;
                 step.status = status;
@@ -225,7 +252,9 @@ fn add_label(object: &mut DynamicObject, key: &str, value: &str) {
 
 async fn apply_step(
     context: &Context,
+    client: &kube::Client,
     namespace: &str,
+    plan_name: &str,
     step: &Step,
 ) -> Result<StepStatus, StepError> {
     let mut object = manifest(step)?;
@@ -234,7 +263,7 @@ async fn apply_step(
         "CustomResourceDefinition" => apply_crd(context, namespace, step, object).await,
         "ClusterServiceVersion" => {
             let api: Api<DynamicObject> = Api::namespaced_with(
-                context.client.clone(),
+                client.clone(),
                 namespace,
                 &ApiResource::erase::<ClusterServiceVersion>(&()),
             );
@@ -242,15 +271,21 @@ async fn apply_step(
             create_or_present(&api, &object, false).await
         }
         "Subscription" => {
+            // The Subscription adopts this plan (upstream's olm.generated-by).
+            object
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(labels::GENERATED_BY.to_owned(), plan_name.to_owned());
             let api: Api<DynamicObject> = Api::namespaced_with(
-                context.client.clone(),
+                client.clone(),
                 namespace,
                 &ApiResource::erase::<olm_api::subscription::Subscription>(&()),
             );
             object.metadata.namespace = Some(namespace.to_owned());
             create_or_present(&api, &object, false).await
         }
-        _ => apply_other(context, namespace, step, object).await,
+        _ => apply_other(context, client, namespace, step, object).await,
     }
 }
 
@@ -352,6 +387,7 @@ async fn apply_crd(
             if crd_unchanged(&existing, &desired) {
                 existing
             } else {
+                check_existing_resources(context, &existing, &desired).await?;
                 let mut replacement = desired.clone();
                 replacement.metadata.resource_version = existing.metadata.resource_version.clone();
                 // Keep every alongside annotation of earlier installs.
@@ -399,6 +435,7 @@ fn crd_established(crd: &CustomResourceDefinition) -> bool {
 
 async fn apply_other(
     context: &Context,
+    client: &kube::Client,
     namespace: &str,
     step: &Step,
     mut object: DynamicObject,
@@ -440,12 +477,12 @@ async fn apply_other(
                 .get_or_insert_with(Vec::new)
                 .push(owner_reference(csv));
         }
-        Api::namespaced_with(context.client.clone(), namespace, &resource)
+        Api::namespaced_with(client.clone(), namespace, &resource)
     } else {
         add_label(&mut object, labels::OWNER, &step.resolving);
         add_label(&mut object, labels::OWNER_NAMESPACE, namespace);
         add_label(&mut object, labels::OWNER_KIND, "ClusterServiceVersion");
-        Api::all_with(context.client.clone(), &resource)
+        Api::all_with(client.clone(), &resource)
     };
     object.types = Some(kube::api::TypeMeta {
         api_version: resource.api_version.clone(),
@@ -492,4 +529,381 @@ pub fn reference(plan: &InstallPlan) -> ObjectReference {
         resource_version: plan.metadata.resource_version.clone(),
         ..ObjectReference::default()
     }
+}
+
+/// What the unpacked-bundle ConfigMap of a lookup says.
+enum Unpacked {
+    /// Not there yet.
+    Pending,
+    /// The unpacker recorded a failure.
+    Failed { reason: String, message: String },
+    /// The content, ready to become steps.
+    Ready(olm_catalog::unpacked::UnpackedBundle),
+}
+
+async fn read_unpacked(context: &Context, namespace: &str, path: &str) -> Result<Unpacked, String> {
+    use olm_catalog::unpacked;
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(context.client.clone(), namespace);
+    let name = unpacked::config_map_name(path);
+    let Some(found) = api.get_opt(&name).await.map_err(|e| e.to_string())? else {
+        return Ok(Unpacked::Pending);
+    };
+    let annotations = found.metadata.annotations.clone().unwrap_or_default();
+    if found
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(unpacked::SOURCE_IMAGE))
+        .map(String::as_str)
+        != Some(path)
+    {
+        return Err(format!(
+            "configmap {namespace}/{name} holds another image's content"
+        ));
+    }
+    if let Some((reason, message)) = unpacked::failure(&annotations) {
+        return Ok(Unpacked::Failed { reason, message });
+    }
+    let data: BTreeMap<String, Vec<u8>> = found
+        .binary_data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    unpacked::decode(&annotations, &data)
+        .map(Unpacked::Ready)
+        .map_err(|e| e.to_string())
+}
+
+fn set_lookup_condition(
+    lookup: &mut olm_api::install_plan::BundleLookup,
+    type_: olm_api::install_plan::BundleLookupConditionType,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) {
+    use olm_api::install_plan::BundleLookupCondition;
+    let time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+    match lookup.conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            let changed = c.status != status
+                || c.reason.as_deref() != Some(reason)
+                || c.message.as_deref() != Some(message);
+            if changed {
+                if c.status != status {
+                    c.last_transition_time = time.clone();
+                }
+                c.status = status.to_owned();
+                c.reason = Some(reason.to_owned());
+                c.message = Some(message.to_owned());
+                c.last_update_time = time;
+            }
+        }
+        None => lookup.conditions.push(BundleLookupCondition {
+            type_,
+            status: status.to_owned(),
+            reason: Some(reason.to_owned()),
+            message: Some(message.to_owned()),
+            last_transition_time: time.clone(),
+            last_update_time: time,
+        }),
+    }
+}
+
+/// Turns unpacked bundles into steps: every bundle lookup whose content the
+/// bundle-unpacker has stored becomes the bundle's steps and is removed; a
+/// recorded failure marks the lookup failed; anything else stays pending
+/// (and an unpack request goes out on the bus).
+async fn persist_lookups(
+    context: &Context,
+    namespace: &str,
+    plan_name: &str,
+    status: &mut InstallPlanStatus,
+    now: Timestamp,
+) {
+    use olm_api::install_plan::BundleLookupConditionType as Type;
+    let mut remaining = Vec::new();
+    let mut added = Vec::new();
+    for mut lookup in std::mem::take(&mut status.bundle_lookups) {
+        let catalog_namespace = lookup
+            .catalog_source_ref
+            .as_ref()
+            .and_then(|r| r.namespace.clone())
+            .unwrap_or_else(|| namespace.to_owned());
+        let catalog = lookup
+            .catalog_source_ref
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        match read_unpacked(context, &catalog_namespace, &lookup.path).await {
+            Ok(Unpacked::Ready(content)) => {
+                let source = crate::decide::steps::BundleSource {
+                    catalog,
+                    catalog_namespace,
+                };
+                let bundle = crate::decide::steps::BundleContent {
+                    csv_name: content.csv_name.clone(),
+                    csv_json: String::new(),
+                    objects: content.objects,
+                };
+                let replaces = (!lookup.replaces.is_empty()).then_some(lookup.replaces.as_str());
+                match crate::decide::steps::steps_for_bundle(
+                    &bundle,
+                    &source,
+                    replaces,
+                    lookup.properties.as_deref(),
+                ) {
+                    Ok(steps) => added.extend(steps),
+                    Err(error) => {
+                        set_lookup_condition(
+                            &mut lookup,
+                            Type::FAILED,
+                            "True",
+                            "InvalidBundle",
+                            &error.to_string(),
+                            now,
+                        );
+                        remaining.push(lookup);
+                    }
+                }
+            }
+            Ok(Unpacked::Failed { reason, message }) => {
+                set_lookup_condition(&mut lookup, Type::FAILED, "True", &reason, &message, now);
+                set_lookup_condition(&mut lookup, Type::PENDING, "False", &reason, &message, now);
+                remaining.push(lookup);
+            }
+            Ok(Unpacked::Pending) => {
+                // A failure record removed for a retry: the lookup is
+                // pending again, not failed.
+                if lookup
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == Type::FAILED && c.status == "True")
+                {
+                    set_lookup_condition(
+                        &mut lookup,
+                        Type::FAILED,
+                        "False",
+                        "Retrying",
+                        "the unpack is being retried",
+                        now,
+                    );
+                }
+                let message = format!("waiting for bundle-unpacker to unpack {}", lookup.path);
+                set_lookup_condition(
+                    &mut lookup,
+                    Type::PENDING,
+                    "True",
+                    "UnpackPending",
+                    &message,
+                    now,
+                );
+                request_unpack(context, namespace, plan_name, &lookup, now).await;
+                remaining.push(lookup);
+            }
+            Err(error) => {
+                tracing::warn!(
+                    plan = format!("{namespace}/{plan_name}"),
+                    path = lookup.path,
+                    error,
+                    "cannot read unpacked bundle"
+                );
+                remaining.push(lookup);
+            }
+        }
+    }
+    status.bundle_lookups = remaining;
+    if !added.is_empty() {
+        status.plan.extend(added);
+        decide::listing_order(&mut status.plan);
+    }
+}
+
+/// Asks the bundle-unpackers (over the bus work queue) to unpack a bundle;
+/// they also watch InstallPlans, so a lost request only delays the work.
+async fn request_unpack(
+    context: &Context,
+    namespace: &str,
+    plan_name: &str,
+    lookup: &olm_api::install_plan::BundleLookup,
+    now: Timestamp,
+) {
+    let reference = |api_version: &str, kind: &str, namespace: String, name: String| {
+        olm_bus::events::ObjectRef {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            namespace,
+            name,
+            uid: String::new(),
+            resource_version: String::new(),
+        }
+    };
+    let timestamp = |t: Timestamp| prost_types::Timestamp {
+        seconds: t.as_second(),
+        nanos: t.subsec_nanosecond(),
+    };
+    let catalog = lookup.catalog_source_ref.as_ref();
+    let request = olm_bus::events::BundleUnpackRequest {
+        bundle_path: lookup.path.clone(),
+        bundle_name: lookup.identifier.clone(),
+        catalog: Some(reference(
+            "operators.coreos.com/v1alpha1",
+            "CatalogSource",
+            catalog
+                .and_then(|c| c.namespace.clone())
+                .unwrap_or_default(),
+            catalog.and_then(|c| c.name.clone()).unwrap_or_default(),
+        )),
+        install_plan: Some(reference(
+            "operators.coreos.com/v1alpha1",
+            "InstallPlan",
+            namespace.to_owned(),
+            plan_name.to_owned(),
+        )),
+        deadline: now
+            .checked_add(jiff::SignedDuration::from_mins(10))
+            .ok()
+            .map(timestamp),
+        occurred_at: Some(timestamp(now)),
+    };
+    if let Err(error) = context.bus.publish(&request).await {
+        tracing::debug!(error = %error, "unpack request not published");
+    }
+}
+
+/// Upstream's second safety check before a CRD update: every existing custom
+/// resource of a version served before and after must validate against the
+/// new schema of that version. With a conversion webhook the API server
+/// converts, so a failure is only logged, as upstream only warns.
+async fn check_existing_resources(
+    context: &Context,
+    existing: &CustomResourceDefinition,
+    desired: &CustomResourceDefinition,
+) -> Result<(), StepError> {
+    let name = existing.metadata.name.clone().unwrap_or_default();
+    let webhook = desired
+        .spec
+        .conversion
+        .as_ref()
+        .is_some_and(|c| c.strategy == "Webhook");
+    for new_version in &desired.spec.versions {
+        let Some(old_version) = existing
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == new_version.name && v.served)
+        else {
+            continue;
+        };
+        let Some(schema) = new_version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+        else {
+            continue;
+        };
+        if old_version.schema.as_ref() == new_version.schema.as_ref() {
+            continue;
+        }
+        let schema =
+            serde_json::to_value(schema).map_err(|e| StepError::permanent(e.to_string()))?;
+        let resource = ApiResource {
+            group: existing.spec.group.clone(),
+            version: new_version.name.clone(),
+            api_version: format!("{}/{}", existing.spec.group, new_version.name),
+            kind: existing.spec.names.kind.clone(),
+            plural: existing.spec.names.plural.clone(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(context.client.clone(), &resource);
+        let mut params = kube::api::ListParams::default().limit(CR_PAGE_SIZE);
+        loop {
+            let page = api.list(&params).await.map_err(|e| {
+                StepError::kube(&format!("listing {} {}", name, new_version.name), &e)
+            })?;
+            for object in &page.items {
+                let value = serde_json::to_value(object)
+                    .map_err(|e| StepError::permanent(e.to_string()))?;
+                let problems = crate::decide::crd_schema::validate(&schema, &value);
+                if problems.is_empty() {
+                    continue;
+                }
+                let id = match object.metadata.namespace.as_deref() {
+                    Some(ns) => format!("{ns}/{}", object.name_any()),
+                    None => object.name_any(),
+                };
+                let message = decide::invalid_existing_cr_message(
+                    &name,
+                    &new_version.name,
+                    &id,
+                    &problems.join("; "),
+                );
+                if webhook {
+                    tracing::warn!(crd = name, "{message}");
+                    continue;
+                }
+                return Err(StepError {
+                    message,
+                    forbidden: false,
+                    permanent: false,
+                });
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Custom resources listed per page while checking a CRD update.
+pub const CR_PAGE_SIZE: u32 = 500;
+
+/// The client steps are applied with: OLM's own, or, when the namespace's
+/// OperatorGroup names a `serviceAccountName`, one impersonating that
+/// ServiceAccount, so an operator is installed with no more than that
+/// account may create (CRDs always use OLM's own client, as upstream).
+/// Records `status.attenuatedServiceAccountRef`.
+fn attenuated_client(
+    context: &Context,
+    namespace: &str,
+    status: &mut InstallPlanStatus,
+) -> Result<kube::Client, String> {
+    let groups: Vec<_> = context
+        .caches
+        .operator_groups
+        .state()
+        .into_iter()
+        .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
+        .collect();
+    let account = match groups.as_slice() {
+        [group] => group
+            .spec
+            .service_account_name
+            .clone()
+            .filter(|s| !s.is_empty()),
+        _ => None,
+    };
+    let Some(account) = account else {
+        status.attenuated_service_account_ref = None;
+        return Ok(context.client.clone());
+    };
+    status.attenuated_service_account_ref = Some(ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("ServiceAccount".to_owned()),
+        name: Some(account.clone()),
+        namespace: Some(namespace.to_owned()),
+        ..ObjectReference::default()
+    });
+    let mut config = context.kube_config.clone();
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{namespace}:{account}"));
+    config.auth_info.impersonate_groups = Some(vec![
+        "system:serviceaccounts".to_owned(),
+        format!("system:serviceaccounts:{namespace}"),
+        "system:authenticated".to_owned(),
+    ]);
+    kube::Client::try_from(config)
+        .map_err(|e| format!("building a client for service account {namespace}/{account}: {e}"))
 }

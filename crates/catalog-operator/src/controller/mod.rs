@@ -10,6 +10,8 @@
 pub mod catalog_source;
 mod connections;
 pub mod install_plan;
+mod snapshots;
+pub mod subscription;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -26,7 +28,10 @@ use kube::{
         watcher,
     },
 };
-use olm_api::{catalog_source::CatalogSource, install_plan::InstallPlan, labels};
+use olm_api::{
+    catalog_source::CatalogSource, csv::ClusterServiceVersion, install_plan::InstallPlan, labels,
+    operator_group::OperatorGroup, subscription::Subscription,
+};
 use olm_bus::Bus;
 use olm_runtime::{
     admin::Readiness,
@@ -62,6 +67,47 @@ pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(60);
 
 const CACHE_POLL: Duration = Duration::from_millis(50);
 
+/// How long a namespace's resolution waits for its inputs to settle: events
+/// within this time are resolved in one pass.
+pub const RESOLVE_DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// Stands for "every namespace with a Subscription" on the resolve queue.
+const ALL_NAMESPACES: &str = "";
+
+fn requeue_namespace<K: Resource>(
+    sender: &mpsc::UnboundedSender<ObjectRef<Namespace>>,
+    object: &K,
+) {
+    if let Some(namespace) = object.meta().namespace.as_deref() {
+        let _ = sender.unbounded_send(ObjectRef::new(namespace));
+    }
+}
+
+fn namespaced_trigger<K>(
+    client: &Client,
+    readiness: &Readiness,
+    sender: &mpsc::UnboundedSender<ObjectRef<Namespace>>,
+    config: watcher::Config,
+) -> Reflector<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let kind = K::kind(&()).into_owned();
+    let sender = sender.clone();
+    cache::reflect(
+        Api::<K>::all(client.clone()),
+        config,
+        readiness.gate(format!("cache:{kind}")),
+        move |object: &K, _| requeue_namespace(&sender, object),
+    )
+}
+
 /// How the controllers are run.
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
@@ -81,6 +127,9 @@ pub struct ControllerConfig {
     /// How long after its start a failing InstallPlan keeps retrying
     /// (`--install-plan-retry-timeout`).
     pub install_plan_retry_timeout: jiff::SignedDuration,
+    /// Registries (`host[:port]`) reached over plain HTTP when polling
+    /// catalog images.
+    pub insecure_registries: Vec<String>,
 }
 
 impl ControllerConfig {
@@ -100,6 +149,7 @@ impl Default for ControllerConfig {
             ready_recheck: READY_RECHECK,
             watched_namespaces: Vec::new(),
             install_plan_retry_timeout: crate::decide::install_plan::DEFAULT_RETRY_TIMEOUT,
+            insecure_registries: Vec::new(),
         }
     }
 }
@@ -114,15 +164,23 @@ pub(crate) struct Caches {
     pub(crate) service_accounts: Store<ServiceAccount>,
     pub(crate) network_policies: Store<NetworkPolicy>,
     pub(crate) install_plans: Store<InstallPlan>,
+    pub(crate) subscriptions: Store<Subscription>,
+    pub(crate) csvs: Store<ClusterServiceVersion>,
+    pub(crate) operator_groups: Store<OperatorGroup>,
 }
 
 /// What every reconcile shares.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// The configuration `client` was built from, for impersonating clients.
+    pub(crate) kube_config: kube::Config,
     pub(crate) config: ControllerConfig,
     pub(crate) caches: Caches,
     pub(crate) connections: Connections,
+    pub(crate) snapshots: snapshots::Snapshots,
+    pub(crate) recorder: olm_runtime::events::EventRecorder,
     pub(crate) bus: Bus,
+    pub(crate) metrics: crate::metrics::CatalogMetrics,
     /// The cluster's version, for `olm.catalogImageTemplate`.
     pub(crate) kube_version: KubeVersion,
     pub(crate) failures: std::sync::Mutex<HashMap<String, u32>>,
@@ -225,31 +283,44 @@ async fn kube_version(client: &Client) -> KubeVersion {
 /// Readiness gates named `cache:<Kind>` are set as each cache fills; no
 /// reconcile starts before all of them are.
 pub async fn run(
-    client: Client,
+    kube_config: kube::Config,
     config: ControllerConfig,
+    metrics: crate::metrics::CatalogMetrics,
     bus: Bus,
     readiness: Readiness,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let client = Client::try_from(kube_config.clone())?;
     let kube_version = kube_version(&client).await;
     let (catalog_tx, catalog_rx) = mpsc::unbounded::<ObjectRef<CatalogSource>>();
+    let (ns_tx, ns_rx) = mpsc::unbounded::<ObjectRef<Namespace>>();
     let connections = Connections::default();
 
     let catalogs = {
         let tx = catalog_tx.clone();
         let connections = connections.clone();
+        let ns_tx = ns_tx.clone();
+        let global = config.global_catalog_namespace.clone();
+        let metrics = metrics.clone();
         cache::reflect(
             Api::<CatalogSource>::all(client.clone()),
             watcher::Config::default(),
             readiness.gate("cache:CatalogSource"),
             move |catalog: &CatalogSource, change| {
                 if change == cache::Change::Deleted {
-                    connections.forget(
-                        catalog.metadata.namespace.as_deref().unwrap_or_default(),
-                        &catalog.name_any(),
-                    );
+                    let namespace = catalog.metadata.namespace.as_deref().unwrap_or_default();
+                    connections.forget(namespace, &catalog.name_any());
+                    metrics.catalog_deleted(namespace, &catalog.name_any());
                 }
                 let _ = tx.unbounded_send(ObjectRef::from_obj(catalog));
+                // A catalog's health or content changed: resolve again where
+                // it is visible (everywhere, for the global namespace).
+                let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
+                if namespace == global {
+                    let _ = ns_tx.unbounded_send(ObjectRef::new(ALL_NAMESPACES));
+                } else {
+                    let _ = ns_tx.unbounded_send(ObjectRef::new(&namespace));
+                }
             },
         )
     };
@@ -274,15 +345,31 @@ pub async fn run(
     let (plan_tx, plan_rx) = mpsc::unbounded::<ObjectRef<InstallPlan>>();
     let install_plans = {
         let tx = plan_tx.clone();
+        let ns_tx = ns_tx.clone();
         cache::reflect(
             Api::<InstallPlan>::all(client.clone()),
             watcher::Config::default(),
             readiness.gate("cache:InstallPlan"),
             move |plan: &InstallPlan, _| {
                 let _ = tx.unbounded_send(ObjectRef::from_obj(plan));
+                requeue_namespace(&ns_tx, plan);
             },
         )
     };
+    let subscriptions =
+        namespaced_trigger::<Subscription>(&client, &readiness, &ns_tx, watcher::Config::default());
+    let csvs = namespaced_trigger::<ClusterServiceVersion>(
+        &client,
+        &readiness,
+        &ns_tx,
+        watcher::Config::default().labels(&format!("!{}", labels::COPIED_FROM)),
+    );
+    let operator_groups = namespaced_trigger::<OperatorGroup>(
+        &client,
+        &readiness,
+        &ns_tx,
+        watcher::Config::default(),
+    );
     let pods = managed::<Pod>(&client, &readiness, &catalog_tx);
     let services = managed::<Service>(&client, &readiness, &catalog_tx);
     let service_accounts = managed::<ServiceAccount>(&client, &readiness, &catalog_tx);
@@ -296,13 +383,20 @@ pub async fn run(
         service_accounts: service_accounts.store.clone(),
         network_policies: network_policies.store.clone(),
         install_plans: install_plans.store.clone(),
+        subscriptions: subscriptions.store.clone(),
+        csvs: csvs.store.clone(),
+        operator_groups: operator_groups.store.clone(),
     };
     let context = Arc::new(Context {
-        client,
+        client: client.clone(),
+        kube_config,
         config,
         caches,
         connections,
+        snapshots: snapshots::Snapshots::default(),
+        recorder: olm_runtime::events::EventRecorder::new(client.clone(), "catalog-operator", None),
         bus,
+        metrics,
         kube_version,
         failures: std::sync::Mutex::new(HashMap::new()),
     });
@@ -315,6 +409,9 @@ pub async fn run(
         service_accounts.task,
         network_policies.task,
         install_plans.task,
+        subscriptions.task,
+        csvs.task,
+        operator_groups.task,
     ]);
 
     let controllers = {
@@ -335,6 +432,7 @@ pub async fn run(
             for catalog in context.caches.catalogs.state() {
                 let _ = catalog_tx.unbounded_send(ObjectRef::from_obj(catalog.as_ref()));
             }
+            let _ = ns_tx.unbounded_send(ObjectRef::new(ALL_NAMESPACES));
             for plan in context.caches.install_plans.state() {
                 let _ = plan_tx.unbounded_send(ObjectRef::from_obj(plan.as_ref()));
             }
@@ -380,7 +478,42 @@ pub async fn run(
                     tracing::debug!(error = %error, "installplan controller");
                 }
             });
-            futures::join!(catalog_loop, plan_loop);
+            let wanted = context.config.clone();
+            let subscriptions = context.caches.subscriptions.clone();
+            let namespace_loop = applier(
+                |namespace, context| Box::pin(subscription::reconcile(namespace, context)),
+                subscription::error_policy,
+                context.clone(),
+                context.caches.namespaces.clone(),
+                ns_rx
+                    .flat_map(move |r| {
+                        // The global catalog namespace changed: every
+                        // namespace with a Subscription resolves again.
+                        let names: Vec<String> = if r.name == ALL_NAMESPACES {
+                            let mut names: Vec<String> = subscriptions
+                                .state()
+                                .iter()
+                                .filter_map(|s| s.metadata.namespace.clone())
+                                .collect();
+                            names.sort();
+                            names.dedup();
+                            names
+                        } else {
+                            vec![r.name]
+                        };
+                        futures::stream::iter(names)
+                    })
+                    .filter(move |name| std::future::ready(wanted.watches(name)))
+                    .map(|name| Ok::<_, std::convert::Infallible>(ObjectRef::new(&name)))
+                    .take_until(shutdown.clone().cancelled_owned()),
+                runtime::Config::default().debounce(RESOLVE_DEBOUNCE),
+            )
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(error = %error, "resolution");
+                }
+            });
+            futures::join!(catalog_loop, plan_loop, namespace_loop);
         }
     };
 

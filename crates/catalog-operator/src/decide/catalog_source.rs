@@ -744,3 +744,75 @@ pub fn digest_of_image_id(image_id: &str) -> &str {
         .rsplit_once('@')
         .map_or(image_id, |(_, digest)| digest)
 }
+
+/// The annotation on a registry pod recording the image digest it serves.
+pub const IMAGE_DIGEST_ANNOTATION: &str = "olm.catalog-operator/image-digest";
+
+/// `image` pinned to `digest`: its tag (and any digest) replaced by
+/// `@digest`, so the pod runs exactly the content that was polled.
+pub fn pinned_image(image: &str, digest: &str) -> String {
+    let without_digest = image.split_once('@').map_or(image, |(name, _)| name);
+    let last_slash = without_digest.rfind('/').map_or(0, |i| i + 1);
+    let name = match without_digest[last_slash..].rfind(':') {
+        Some(colon) => &without_digest[..last_slash + colon],
+        None => without_digest,
+    };
+    format!("{name}@{digest}")
+}
+
+/// Pins every container of `pod` that runs `image` to `digest`, and records
+/// the digest on the pod.
+pub fn pin_pod(pod: &mut Pod, image: &str, digest: &str) {
+    let pinned = pinned_image(image, digest);
+    if let Some(spec) = pod.spec.as_mut() {
+        let containers = spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten());
+        for container in containers {
+            if container.image.as_deref() == Some(image) {
+                container.image = Some(pinned.clone());
+                container.image_pull_policy = Some("IfNotPresent".to_owned());
+            }
+        }
+    }
+    pod.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(IMAGE_DIGEST_ANNOTATION.to_owned(), digest.to_owned());
+}
+
+/// Turns a registry pod into an update pod: it does not serve (no
+/// `olm.catalogSource` label the Service selects) until it is promoted.
+pub fn as_update_pod(pod: &mut Pod, catalog_name: &str) {
+    let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
+    labels.insert(labels::CATALOG_SOURCE.to_owned(), String::new());
+    labels.insert(
+        labels::CATALOG_SOURCE_UPDATE.to_owned(),
+        catalog_name.to_owned(),
+    );
+}
+
+/// Whether a pod reports the Ready condition.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Whether an update pod will never become ready (failed, or crash-looping).
+pub fn pod_broken(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    let phase_failed = matches!(status.phase.as_deref(), Some("Failed" | "Unknown"));
+    let crash_looping = status.container_statuses.iter().flatten().any(|c| {
+        c.state
+            .as_ref()
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.as_deref())
+            == Some("CrashLoopBackOff")
+    });
+    phase_failed || crash_looping
+}

@@ -161,3 +161,32 @@ pub fn steps_for_bundle(
     );
     Ok(steps)
 }
+
+/// Whether a resolved bundle's content must come from its image rather than
+/// from the catalog: the catalog carries no manifests, or only the CSV stub
+/// a registry builds from `olm.csv.metadata` (it has no install strategy
+/// deployments, so it cannot be installed). Catalogs built with
+/// `--migrate-level bundle-object-to-csv-metadata`, as current ones are,
+/// always need the image. A bundle with no image is installed from whatever
+/// the catalog has.
+pub fn needs_unpack(bundle: &BundleContent, bundle_path: &str) -> bool {
+    if bundle_path.is_empty() {
+        return false;
+    }
+    if bundle.objects.is_empty() {
+        return true;
+    }
+    let csv_text = if bundle.csv_json.trim().is_empty() {
+        bundle
+            .objects
+            .iter()
+            .find(|o| o.contains("\"ClusterServiceVersion\""))
+    } else {
+        Some(&bundle.csv_json)
+    };
+    let Some(csv) = csv_text.and_then(|t| serde_json::from_str::<Value>(t).ok()) else {
+        return true;
+    };
+    csv.pointer("/spec/install/spec/deployments")
+        .is_none_or(Value::is_null)
+}

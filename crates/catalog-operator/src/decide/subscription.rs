@@ -454,3 +454,85 @@ pub fn update_deprecations(
     }
     changed
 }
+
+/// Sets `BundleUnpacking` and `BundleUnpackFailed` from the bundle lookups
+/// of the Subscription's InstallPlan: failed lookups make
+/// `BundleUnpackFailed` (upstream's message), pending ones
+/// `BundleUnpacking` (`UnpackingInProgress`); with neither, both go.
+/// Returns whether the status changed.
+pub fn update_unpack_conditions(
+    status: &mut SubscriptionStatus,
+    install_plan: Option<&InstallPlanStatus>,
+    now: Timestamp,
+) -> bool {
+    let before = status.clone();
+    let lookups = install_plan
+        .map(|p| p.bundle_lookups.as_slice())
+        .unwrap_or_default();
+    let is_true = |l: &olm_api::install_plan::BundleLookup, t: &BundleLookupConditionType| {
+        l.conditions
+            .iter()
+            .any(|c| c.type_ == *t && c.status == TRUE)
+    };
+    let failed: Vec<String> = lookups
+        .iter()
+        .filter_map(|l| {
+            l.conditions
+                .iter()
+                .find(|c| c.type_ == BundleLookupConditionType::FAILED && c.status == TRUE)
+                .map(|c| {
+                    format!(
+                        "Bundle unpacking failed - {}: {}",
+                        c.reason.as_deref().unwrap_or_default(),
+                        c.message.as_deref().unwrap_or_default()
+                    )
+                })
+        })
+        .collect();
+    let pending = lookups.iter().any(|l| {
+        is_true(l, &BundleLookupConditionType::NOT_PERSISTED)
+            && !is_true(l, &BundleLookupConditionType::FAILED)
+    });
+    if failed.is_empty() {
+        conditions::remove(&mut status.conditions, Type::BUNDLE_UNPACK_FAILED.as_str());
+    } else {
+        conditions::set(
+            &mut status.conditions,
+            condition(
+                &Type::BUNDLE_UNPACK_FAILED,
+                TRUE,
+                Reason::BUNDLE_UNPACK_FAILED,
+                failed.join("; "),
+            ),
+            now,
+        );
+    }
+    if pending {
+        let messages: Vec<String> = lookups
+            .iter()
+            .filter_map(|l| {
+                l.conditions
+                    .iter()
+                    .find(|c| c.type_ == BundleLookupConditionType::PENDING && c.status == TRUE)
+                    .and_then(|c| c.message.clone())
+            })
+            .collect();
+        conditions::set(
+            &mut status.conditions,
+            condition(
+                &Type::BUNDLE_UNPACKING,
+                TRUE,
+                Reason::UNPACKING_IN_PROGRESS,
+                messages.join("; "),
+            ),
+            now,
+        );
+    } else {
+        conditions::remove(&mut status.conditions, Type::BUNDLE_UNPACKING.as_str());
+    }
+    let changed = *status != before;
+    if changed {
+        status.last_updated = Some(Time(now));
+    }
+    changed
+}

@@ -104,6 +104,15 @@ async fn an_address_catalog_reports_its_connection() {
         "{status}"
     );
     assert!(status.get("reason").is_none(), "{status}");
+    let ready_series = format!(
+        "catalogsource_ready{{namespace=\"{}\",name=\"local\"}} 1",
+        ns.name()
+    );
+    assert!(
+        operator.metrics_text().contains(&ready_series),
+        "{}",
+        operator.metrics_text()
+    );
 
     // The registry goes away: the status says so within the recheck.
     server.shutdown().await.unwrap();
@@ -346,5 +355,125 @@ async fn image_templates_resolve_from_the_cluster_version() {
         }
     })
     .await;
+    operator.stop().await;
+}
+
+/// Pushes a one-file catalog image with `content` to `reference`.
+async fn push_catalog(client: &olm_oci::Client, reference: &str, content: &str) -> String {
+    let built = olm_oci::ImageBuilder::new()
+        .label(
+            "operators.operatorframework.io.index.configs.v1",
+            "/configs",
+        )
+        .add_file("configs/catalog.json", content.as_bytes().to_vec())
+        .unwrap()
+        .build()
+        .unwrap();
+    let reference = olm_oci::Reference::parse(reference).unwrap();
+    client
+        .push_image(&reference, &built)
+        .await
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_polled_catalog_switches_to_new_content_by_digest() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("catsrc-poll").await;
+    let client = plane.client().await;
+    let registry = olm_testkit::registry::Registry::start().unwrap();
+    let host = registry.host();
+    let oci =
+        olm_oci::Client::new(olm_oci::ClientOptions::default().plain_http(host.clone())).unwrap();
+    let image = format!("{host}/olm/catalog:latest");
+    let first = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"a"}"#).await;
+
+    let insecure = host.clone();
+    let operator =
+        RunningOperator::start_with(ns.name(), move |c| c.insecure_registries = vec![insecure])
+            .await;
+    let api: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
+    api.create(
+        &PostParams::default(),
+        &catalog(
+            "polled",
+            serde_json::json!({"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "1s"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    let serving = |digest: String| {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels("olm.catalogSource=polled"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let live: Vec<_> = list
+                .items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            let images: Vec<_> = live
+                .iter()
+                .map(|p| {
+                    p.spec.as_ref().unwrap().containers[0]
+                        .image
+                        .clone()
+                        .unwrap()
+                })
+                .collect();
+            match images.as_slice() {
+                [one] if one.ends_with(&format!("@{digest}")) => {
+                    Ok(live[0].metadata.name.clone().unwrap())
+                }
+                other => Err(format!("serving {other:?}, want @{digest}")),
+            }
+        }
+    };
+    let first_pod = eventually("a pod pinned to the first digest", WAIT, || {
+        serving(first.clone())
+    })
+    .await;
+    // The status is written after the pod is created, in the same pass.
+    eventually("latestImageRegistryPoll set", WAIT, || async {
+        let status = status_of(&api, "polled").await?;
+        if status["latestImageRegistryPoll"].is_string() {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+
+    // Same content pushed again: same digest, nothing changes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(serving(first.clone()).await.unwrap(), first_pod);
+
+    // New content under the same tag: a new pod pinned to the new digest
+    // takes over once ready, and the old one goes.
+    let second = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"b"}"#).await;
+    assert_ne!(first, second);
+    let second_pod = eventually("the pod switched to the second digest", WAIT, || {
+        serving(second.clone())
+    })
+    .await;
+    assert_ne!(first_pod, second_pod);
+    let updates = pods
+        .list(&ListParams::default().labels("catalogsource.operators.coreos.com/update=polled"))
+        .await
+        .unwrap();
+    assert!(
+        updates
+            .items
+            .iter()
+            .all(|p| p.metadata.deletion_timestamp.is_some()),
+        "no update pod left"
+    );
     operator.stop().await;
 }

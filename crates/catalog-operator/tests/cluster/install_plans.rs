@@ -384,3 +384,381 @@ async fn a_crd_update_that_drops_a_stored_version_is_refused() {
     crds.delete(&name, &Default::default()).await.unwrap();
     operator.stop().await;
 }
+
+fn lookup_plan_status(path: &str, catalog_namespace: &str) -> Value {
+    json!({
+        "phase": "Installing",
+        "catalogSources": ["cat"],
+        "bundleLookups": [{
+            "path": path,
+            "identifier": "widgets.v1",
+            "replaces": "",
+            "catalogSourceRef": {"name": "cat", "namespace": catalog_namespace},
+            "properties": "{\"properties\":[]}",
+            "conditions": [
+                {"type": "BundleLookupNotPersisted", "status": "True", "reason": "BundleNotUnpacked", "message": "bundle contents have not yet been persisted to installplan status"},
+                {"type": "BundleLookupPending", "status": "True", "reason": "JobNotStarted", "message": "unpack job not yet started"},
+            ],
+        }],
+    })
+}
+
+async fn create_lookup_plan(api: &Api<InstallPlan>, name: &str, status: Value) {
+    let plan: InstallPlan = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "InstallPlan",
+        "metadata": {"name": name},
+        "spec": {"clusterServiceVersionNames": ["widgets.v1"], "approval": "Automatic", "approved": true, "generation": 1}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &plan).await.unwrap();
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Writes what bundle-unpacker writes: the stored form of an unpacked bundle.
+async fn store_unpacked(
+    client: &kube::Client,
+    namespace: &str,
+    path: &str,
+    annotations: Vec<(&str, &str)>,
+    content: Option<&olm_catalog::unpacked::UnpackedBundle>,
+) {
+    use olm_catalog::unpacked;
+    let mut all: std::collections::BTreeMap<String, String> = annotations
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    all.insert(unpacked::SOURCE_IMAGE.to_owned(), path.to_owned());
+    let mut map = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(unpacked::config_map_name(path)),
+            annotations: Some(all),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    if let Some(content) = content {
+        map.metadata.annotations.as_mut().unwrap().insert(
+            unpacked::CONTENT_ENCODING.to_owned(),
+            unpacked::ENCODING.to_owned(),
+        );
+        map.binary_data = Some(
+            [(
+                unpacked::CONTENT_KEY.to_owned(),
+                k8s_openapi::ByteString(unpacked::encode(content).unwrap()),
+            )]
+            .into(),
+        );
+    }
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), namespace);
+    maps.create(&PostParams::default(), &map).await.unwrap();
+}
+
+#[tokio::test]
+async fn unpacked_bundles_become_steps() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-lookup").await;
+    let client = plane.client().await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let path = format!("quay.io/example/widgets-bundle:{}", ns.name());
+    create_lookup_plan(&api, "install-lookup", lookup_plan_status(&path, ns.name())).await;
+
+    // Nothing is stored yet: the plan waits, and says what for.
+    let waiting = eventually("lookup pending", WAIT, || async {
+        let plan = api.get("install-lookup").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(plan.status.unwrap_or_default()).unwrap();
+        let pending = &status["bundleLookups"][0]["conditions"];
+        let reason = pending
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "BundleLookupPending"))
+            .map(|c| c["reason"].clone());
+        if reason == Some(json!("UnpackPending")) {
+            Ok(status)
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    assert_eq!(waiting["phase"], "Installing");
+
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "unpacked-operator"}});
+    let content = olm_catalog::unpacked::UnpackedBundle {
+        csv_name: "widgets.v1".into(),
+        objects: vec![csv("widgets.v1").to_string(), sa.to_string()],
+        annotations: Default::default(),
+    };
+    store_unpacked(&client, ns.name(), &path, vec![], Some(&content)).await;
+    let status = wait_phase(&api, "install-lookup", "Complete").await;
+    assert!(
+        status
+            .get("bundleLookups")
+            .is_none_or(|l| l.as_array().is_none_or(Vec::is_empty)),
+        "{status}"
+    );
+    let kinds: Vec<_> = status["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["resource"]["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["ClusterServiceVersion", "ServiceAccount"]);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
+    accounts.get("unpacked-operator").await.unwrap();
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_recorded_unpack_failure_shows_on_the_lookup() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-lookup-fail").await;
+    let client = plane.client().await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let path = format!("quay.io/example/missing-bundle:{}", ns.name());
+    store_unpacked(
+        &client,
+        ns.name(),
+        &path,
+        vec![
+            (olm_catalog::unpacked::FAILURE_REASON, "ImagePullFailed"),
+            (olm_catalog::unpacked::FAILURE_MESSAGE, "manifest unknown"),
+        ],
+        None,
+    )
+    .await;
+    create_lookup_plan(&api, "install-fail", lookup_plan_status(&path, ns.name())).await;
+    eventually("lookup failed", WAIT, || async {
+        let plan = api.get("install-fail").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(plan.status.unwrap_or_default()).unwrap();
+        let failed = status["bundleLookups"][0]["conditions"]
+            .as_array()
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c["type"] == "BundleLookupFailed")
+                    .cloned()
+            });
+        match failed {
+            Some(c)
+                if c["status"] == "True"
+                    && c["reason"] == "ImagePullFailed"
+                    && c["message"] == "manifest unknown" =>
+            {
+                Ok(())
+            }
+            _ => Err(status.to_string()),
+        }
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_crd_update_that_would_invalidate_existing_resources_is_refused() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-crd-schema").await;
+    let client = plane.client().await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let group = format!("{}.test.olm.io", ns.name());
+    let name = format!("widgets.{group}");
+    create_plan(
+        &api,
+        "install-v1",
+        true,
+        "Installing",
+        vec![step(
+            "widgets.v1",
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            &name,
+            &crd(&group, &["v1"]),
+        )],
+    )
+    .await;
+    wait_phase(&api, "install-v1", "Complete").await;
+
+    // A widget that the stricter schema below would refuse.
+    let resource = kube::api::ApiResource {
+        group: group.clone(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let widgets: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), ns.name(), &resource);
+    let widget: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "small"}, "spec": {"size": 1}
+    }))
+    .unwrap();
+    widgets
+        .create(&PostParams::default(), &widget)
+        .await
+        .unwrap();
+
+    let mut strict = crd(&group, &["v1"]);
+    strict["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer", "minimum": 3}}}}
+    });
+    create_plan(
+        &api,
+        "install-strict",
+        true,
+        "Installing",
+        vec![step(
+            "widgets.v2",
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            &name,
+            &strict,
+        )],
+    )
+    .await;
+    let status = wait_phase(&api, "install-strict", "Failed").await;
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.contains("updated validation is too restrictive"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("{}/small", ns.name())),
+        "{message}"
+    );
+    assert!(message.contains("version v1"), "{message}");
+
+    // A compatible update goes through.
+    let mut lenient = crd(&group, &["v1"]);
+    lenient["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer", "minimum": 1}}}}
+    });
+    create_plan(
+        &api,
+        "install-lenient",
+        true,
+        "Installing",
+        vec![step(
+            "widgets.v2",
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            &name,
+            &lenient,
+        )],
+    )
+    .await;
+    wait_phase(&api, "install-lenient", "Complete").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete(&name, &Default::default()).await.unwrap();
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_scoped_install_gets_no_more_than_its_service_account_may_grant() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-scoped").await;
+    let client = plane.client().await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "installer"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let groups: Api<olm_api::operator_group::OperatorGroup> =
+        Api::namespaced(client.clone(), ns.name());
+    groups
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": "og"}, "spec": {"serviceAccountName": "installer", "targetNamespaces": [ns.name()]}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "scoped-settings"}, "data": {"a": "b"}});
+    create_plan(
+        &api,
+        "install-scoped",
+        true,
+        "Installing",
+        vec![step("", "", "v1", "ConfigMap", "scoped-settings", &config)],
+    )
+    .await;
+
+    // The installer may not create ConfigMaps: the plan keeps retrying
+    // (Forbidden is never final), and says why.
+    let status = eventually("forbidden and retrying", WAIT, || async {
+        let plan = api.get("install-scoped").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(plan.status.unwrap_or_default()).unwrap();
+        let message = status["message"].as_str().unwrap_or_default().to_owned();
+        if message.starts_with("retrying execution due to error") && message.contains("forbidden") {
+            Ok(status)
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    assert_eq!(status["phase"], "Installing");
+    assert_eq!(status["attenuatedServiceAccountRef"]["name"], "installer");
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), ns.name());
+    assert!(maps.get_opt("scoped-settings").await.unwrap().is_none());
+
+    // Granting the account the permission lets the plan complete.
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns.name());
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "installer"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]},
+                          {"apiGroups": ["operators.coreos.com"], "resources": ["clusterserviceversions"], "verbs": ["get"]}]
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns.name());
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "installer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer"},
+                "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns.name()}]
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_phase(&api, "install-scoped", "Complete").await;
+    assert!(maps.get_opt("scoped-settings").await.unwrap().is_some());
+    operator.stop().await;
+}

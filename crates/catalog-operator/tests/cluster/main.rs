@@ -6,8 +6,10 @@
 // Helpers of a test binary: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+mod binary;
 mod catalogs;
 mod install_plans;
+mod subscriptions;
 
 use std::{future::Future, path::PathBuf, time::Duration};
 
@@ -63,15 +65,25 @@ where
 
 /// The controllers running in this test for one namespace; stopped on drop.
 pub(crate) struct RunningOperator {
+    registry: olm_runtime::metrics::MetricsRegistry,
     shutdown: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl RunningOperator {
     pub(crate) async fn start(namespace: &str) -> Self {
-        let client = olm_testkit::control_plane().client().await;
+        Self::start_with(namespace, |_| {}).await
+    }
+
+    pub(crate) async fn start_with(
+        namespace: &str,
+        adjust: impl FnOnce(&mut ControllerConfig),
+    ) -> Self {
+        let kube_config = olm_testkit::control_plane().config().await.unwrap();
         let readiness = Readiness::default();
         let shutdown = CancellationToken::new();
+        let mut registry = olm_runtime::metrics::MetricsRegistry::default();
+        let metrics = catalog_operator::metrics::CatalogMetrics::register(&mut registry);
         let config = ControllerConfig {
             watched_namespaces: vec![namespace.to_owned()],
             ready_recheck: Duration::from_secs(1),
@@ -79,13 +91,22 @@ impl RunningOperator {
             install_plan_retry_timeout: jiff::SignedDuration::from_secs(2),
             ..ControllerConfig::default()
         };
+        let mut config = config;
+        adjust(&mut config);
         let task = tokio::spawn({
             let readiness = readiness.clone();
             let shutdown = shutdown.clone();
             async move {
-                controller::run(client, config, Bus::disabled(), readiness, shutdown)
-                    .await
-                    .unwrap();
+                controller::run(
+                    kube_config,
+                    config,
+                    metrics,
+                    Bus::disabled(),
+                    readiness,
+                    shutdown,
+                )
+                .await
+                .unwrap();
             }
         });
         let _ = readiness.gate("cache:CatalogSource");
@@ -101,9 +122,15 @@ impl RunningOperator {
         })
         .await;
         Self {
+            registry,
             shutdown,
             task: Some(task),
         }
+    }
+
+    /// The metrics as `/metrics` would serve them.
+    pub(crate) fn metrics_text(&self) -> String {
+        self.registry.encode().unwrap()
     }
 
     pub(crate) async fn stop(mut self) {

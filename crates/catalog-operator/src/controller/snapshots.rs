@@ -1,0 +1,127 @@
+//! Resolution snapshots of catalogs: every channel entry of a catalog read
+//! once over the registry API (`ListPackages`, `GetPackage`, `ListBundles`)
+//! and indexed by olm-resolver, kept until the catalog's connection is made
+//! again (new content) or the snapshot is older than [`SNAPSHOT_TTL`], as
+//! upstream's resolver cache does.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
+
+use futures::TryStreamExt;
+use olm_registry::{ClientError, RegistryClient};
+use olm_resolver::{BundleInput, CatalogKey, CatalogSnapshot};
+
+/// How long a snapshot is used before the catalog is read again.
+pub(crate) const SNAPSHOT_TTL: Duration = Duration::from_secs(30 * 60);
+
+struct Cached {
+    taken: Instant,
+    priority: i32,
+    snapshot: Arc<CatalogSnapshot>,
+}
+
+/// Snapshots by catalog (namespace, name).
+#[derive(Clone, Default)]
+pub(crate) struct Snapshots {
+    cached: Arc<Mutex<HashMap<(String, String), Cached>>>,
+}
+
+impl Snapshots {
+    /// Drops the snapshot of a catalog (its content may have changed).
+    pub(crate) fn invalidate(&self, namespace: &str, name: &str) {
+        self.cached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    /// An empty snapshot standing for an unhealthy catalog: it blocks
+    /// resolution in its scope, as upstream does.
+    pub(crate) fn unhealthy(namespace: &str, name: &str, priority: i32) -> Arc<CatalogSnapshot> {
+        Arc::new(CatalogSnapshot::build(
+            CatalogKey::new(name, namespace),
+            priority,
+            false,
+            &[],
+            Vec::new(),
+        ))
+    }
+
+    /// The snapshot of a healthy catalog, read through `client` unless a
+    /// fresh one is cached; `on_read` is called when the catalog is read.
+    pub(crate) async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+        priority: i32,
+        client: &RegistryClient,
+        on_read: impl FnOnce(),
+    ) -> Result<Arc<CatalogSnapshot>, ClientError> {
+        let key = (namespace.to_owned(), name.to_owned());
+        if let Some(cached) = self
+            .cached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .filter(|c| c.taken.elapsed() < SNAPSHOT_TTL && c.priority == priority)
+        {
+            return Ok(cached.snapshot.clone());
+        }
+        on_read();
+        let snapshot = Arc::new(read(namespace, name, priority, client).await?);
+        self.cached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                key,
+                Cached {
+                    taken: Instant::now(),
+                    priority,
+                    snapshot: snapshot.clone(),
+                },
+            );
+        Ok(snapshot)
+    }
+}
+
+async fn read(
+    namespace: &str,
+    name: &str,
+    priority: i32,
+    client: &RegistryClient,
+) -> Result<CatalogSnapshot, ClientError> {
+    let mut packages = Vec::new();
+    for package in client.list_packages().await? {
+        let found = client.get_package(&package).await?;
+        packages.push((found.name, found.default_channel_name));
+    }
+    let bundles: Vec<BundleInput> = client
+        .list_bundles()
+        .await?
+        .map_ok(|b| BundleInput {
+            name: b.csv_name,
+            package: b.package_name,
+            channel: b.channel_name,
+            replaces: b.replaces,
+            skips: b.skips,
+            skip_range: b.skip_range,
+            bundle_path: b.bundle_path,
+            properties: b
+                .properties
+                .into_iter()
+                .map(|p| (p.r#type, p.value))
+                .collect(),
+        })
+        .try_collect()
+        .await?;
+    Ok(CatalogSnapshot::build(
+        CatalogKey::new(name, namespace),
+        priority,
+        true,
+        &packages,
+        bundles,
+    ))
+}

@@ -1,0 +1,822 @@
+//! The namespace resolution pass: keeps every Subscription's status true
+//! (catalog health, InstallPlan conditions, state), resolves all
+//! Subscriptions of a namespace together with olm-resolver, and writes one
+//! InstallPlan for what must be installed. Upstream:
+//! `syncResolvingNamespace` (`pkg/controller/operators/catalog/operator.go`).
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use jiff::Timestamp;
+use k8s_openapi::{
+    api::core::v1::{Namespace, ObjectReference},
+    apimachinery::pkg::apis::meta::v1::OwnerReference,
+};
+use kube::{Api, Resource, ResourceExt, api::PostParams, runtime::controller::Action};
+use olm_api::{
+    catalog_source::{CatalogSource, CatalogSourceReason, ConnectivityState},
+    conditions,
+    csv::ClusterServiceVersion,
+    install_plan::{
+        BundleLookup, BundleLookupCondition, BundleLookupConditionType, InstallPlan,
+        InstallPlanPhase, InstallPlanStatus, Step,
+    },
+    labels,
+    subscription::{
+        Approval, InstallPlanReference, Subscription, SubscriptionCondition,
+        SubscriptionConditionReason, SubscriptionConditionType, SubscriptionState,
+        SubscriptionStatus,
+    },
+};
+use olm_resolver::{
+    CatalogSnapshot, InstalledCsv, NamespaceState, Resolution, ResolveError, ResolveRequest,
+    ResolvedOperator,
+};
+use olm_runtime::apply;
+use sha2::{Digest, Sha256};
+
+use super::{Context, FIELD_MANAGER};
+use crate::decide::{
+    install_plan as plan_rules,
+    steps::{self, BundleContent, BundleSource},
+    subscription::{self as rules, CatalogHealth},
+};
+
+/// Why a resolution pass failed; it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request to the API server failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What was being done.
+        action: String,
+        /// The failure.
+        #[source]
+        source: kube::Error,
+    },
+    /// A status write failed.
+    #[error(transparent)]
+    Apply(#[from] olm_runtime::Error),
+    /// A registry could not be read.
+    #[error("reading catalog {catalog}: {source}")]
+    Registry {
+        /// The catalog.
+        catalog: String,
+        /// The failure.
+        #[source]
+        source: olm_registry::ClientError,
+    },
+    /// A resolved catalog has no connection (it stopped answering since).
+    #[error("catalog {catalog} is not connected")]
+    NotConnected {
+        /// The catalog.
+        catalog: String,
+    },
+}
+
+fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Kube { action, source }
+}
+
+/// How long to wait before resolving again after an error that may pass.
+pub const RESOLUTION_RETRY: Duration = Duration::from_secs(30);
+
+/// Retries a failed pass with capped exponential backoff.
+pub(crate) fn error_policy(
+    namespace: Arc<Namespace>,
+    error: &Error,
+    context: Arc<Context>,
+) -> Action {
+    tracing::warn!(namespace = namespace.name_any(), error = %error, "resolution pass failed");
+    Action::requeue(context.backoff(format!("namespace/{}", namespace.name_any())))
+}
+
+/// Runs the resolution pass of one namespace.
+pub(crate) async fn reconcile(
+    namespace: Arc<Namespace>,
+    context: Arc<Context>,
+) -> Result<Action, Error> {
+    let name = namespace.name_any();
+    let action = sync(&name, &context).await?;
+    context.succeeded(&format!("namespace/{name}"));
+    Ok(action)
+}
+
+fn in_namespace<K: Resource<DynamicType = ()> + Clone>(
+    store: &kube::runtime::reflector::Store<K>,
+    namespace: &str,
+) -> Vec<Arc<K>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+        .collect()
+}
+
+/// Whether a catalog can be resolved from: a valid spec and a READY registry.
+pub(crate) fn healthy(catalog: &CatalogSource) -> bool {
+    let status = catalog.status.as_ref();
+    let invalid =
+        status.and_then(|s| s.reason.as_ref()) == Some(&CatalogSourceReason::SPEC_INVALID_ERROR);
+    let ready = status
+        .and_then(|s| s.connection_state.as_ref())
+        .is_some_and(|c| c.last_observed_state == ConnectivityState::READY);
+    !invalid && ready
+}
+
+async fn write_status(
+    context: &Context,
+    sub: &Subscription,
+    status: &SubscriptionStatus,
+) -> Result<(), Error> {
+    let api: Api<Subscription> = Api::namespaced(
+        context.client.clone(),
+        sub.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    apply::apply_status(&api, &FIELD_MANAGER, &sub.name_any(), status).await?;
+    Ok(())
+}
+
+async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
+    if !context.config.watches(namespace) {
+        return Ok(Action::await_change());
+    }
+    let caches = &context.caches;
+    context.metrics.set_counts(
+        caches.catalogs.state().len(),
+        caches.subscriptions.state().len(),
+        caches.install_plans.state().len(),
+    );
+    let subscriptions = in_namespace(&context.caches.subscriptions, namespace);
+    let plans = in_namespace(&context.caches.install_plans, namespace);
+    collect_garbage(context, namespace, &plans, &subscriptions).await?;
+    if subscriptions.is_empty() {
+        return Ok(Action::await_change());
+    }
+    let now = Timestamp::now();
+    let global = context.config.global_catalog_namespace.as_str();
+    let catalogs: Vec<Arc<CatalogSource>> = context
+        .caches
+        .catalogs
+        .state()
+        .into_iter()
+        .filter(|c| {
+            let ns = c.metadata.namespace.as_deref().unwrap_or_default();
+            ns == namespace || ns == global
+        })
+        .collect();
+    let health: Vec<CatalogHealth> = catalogs
+        .iter()
+        .map(|c| CatalogHealth {
+            namespace: c.metadata.namespace.clone().unwrap_or_default(),
+            name: c.name_any(),
+            uid: c.metadata.uid.clone().unwrap_or_default(),
+            resource_version: c.metadata.resource_version.clone().unwrap_or_default(),
+            healthy: healthy(c),
+        })
+        .collect();
+    let csvs = in_namespace(&context.caches.csvs, namespace);
+
+    // Keep every Subscription's status true before resolving.
+    let mut changed = false;
+    for sub in &subscriptions {
+        let original = sub.status.clone().unwrap_or_default();
+        let mut status = original.clone();
+        adopt_generating_plan(sub, &mut status, &plans);
+        rules::update_catalog_health(sub, &mut status, &health, now);
+        let plan = status
+            .install_plan_ref
+            .as_ref()
+            .and_then(|r| r.name.as_deref())
+            .and_then(|n| plans.iter().find(|p| p.name_any() == n));
+        rules::update_install_plan_conditions(
+            &mut status,
+            plan.and_then(|p| p.status.as_ref()),
+            now,
+        );
+        let current_exists = status
+            .current_csv
+            .as_deref()
+            .is_some_and(|c| csvs.iter().any(|csv| csv.name_any() == c));
+        let plan_failed = plan
+            .and_then(|p| p.status.as_ref())
+            .is_some_and(|s| s.phase == InstallPlanPhase::FAILED);
+        rules::update_state(&mut status, current_exists, plan_failed, false, now);
+        if let Some(deprecations) = deprecations_of(context, sub, &status).await {
+            rules::update_deprecations(sub, &mut status, &deprecations, now);
+        }
+        context.metrics.subscription_synced(
+            namespace,
+            crate::metrics::SubscriptionLabels {
+                name: sub.name_any(),
+                installed: status.installed_csv.clone().unwrap_or_default(),
+                channel: sub.spec.channel.clone().unwrap_or_default(),
+                package: sub.spec.package.clone(),
+                approval: sub
+                    .spec
+                    .install_plan_approval
+                    .as_ref()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default(),
+            },
+        );
+        if status != original {
+            write_status(context, sub, &status).await?;
+            changed = true;
+        }
+    }
+    if changed {
+        // The next pass resolves from the written state.
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
+    let all_pending = subscriptions.iter().all(|s| {
+        s.status.as_ref().is_some_and(|st| {
+            st.install_plan_ref.is_some()
+                && st.state.as_ref() == Some(&SubscriptionState::UPGRADE_PENDING)
+        })
+    });
+    if all_pending {
+        return Ok(Action::await_change());
+    }
+
+    let started = std::time::Instant::now();
+    let outcome = resolve_namespace(context, namespace, &subscriptions, &csvs, &catalogs).await?;
+    context
+        .metrics
+        .resolution(started.elapsed(), outcome.is_ok());
+    match outcome {
+        Err(error) => {
+            record_failure(context, namespace, &subscriptions, &error, now).await?;
+            Ok(match error {
+                ResolveError::NotSatisfiable { .. } => Action::await_change(),
+                _ => Action::requeue(RESOLUTION_RETRY),
+            })
+        }
+        Ok(resolution) => {
+            install(context, namespace, &subscriptions, &plans, &resolution, now).await?;
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// A Subscription created by an InstallPlan step carries
+/// `olm.generated-by=<plan>`: it adopts that plan as upstream does.
+fn adopt_generating_plan(
+    sub: &Subscription,
+    status: &mut SubscriptionStatus,
+    plans: &[Arc<InstallPlan>],
+) {
+    if status.install_plan_ref.is_some() {
+        return;
+    }
+    let Some(plan_name) = sub.annotations().get(labels::GENERATED_BY) else {
+        return;
+    };
+    let Some(plan) = plans.iter().find(|p| p.name_any() == *plan_name) else {
+        return;
+    };
+    status.install_plan_ref = Some(reference(plan));
+    status.install_plan = Some(legacy_reference(plan));
+    status.install_plan_generation = plan.spec.generation;
+    status.state = Some(SubscriptionState::UPGRADE_PENDING);
+    status.current_csv = sub.spec.starting_csv.clone();
+}
+
+fn reference(plan: &InstallPlan) -> ObjectReference {
+    super::install_plan::reference(plan)
+}
+
+fn legacy_reference(plan: &InstallPlan) -> InstallPlanReference {
+    InstallPlanReference {
+        api_version: "operators.coreos.com/v1alpha1".to_owned(),
+        kind: "InstallPlan".to_owned(),
+        name: plan.name_any(),
+        uuid: plan.metadata.uid.clone().unwrap_or_default(),
+    }
+}
+
+async fn resolve_namespace(
+    context: &Context,
+    namespace: &str,
+    subscriptions: &[Arc<Subscription>],
+    csvs: &[Arc<ClusterServiceVersion>],
+    catalogs: &[Arc<CatalogSource>],
+) -> Result<Result<Resolution, ResolveError>, Error> {
+    let groups = in_namespace(&context.caches.operator_groups, namespace);
+    let [group] = groups.as_slice() else {
+        return Ok(Err(ResolveError::Invalid {
+            errors: vec![format!(
+                "expected 1 OperatorGroup in the namespace, found {}",
+                groups.len()
+            )],
+        }));
+    };
+    let exclude_global = group
+        .annotations()
+        .get(labels::EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION)
+        .is_some_and(|v| v == "true");
+    let mut snapshots: Vec<Arc<CatalogSnapshot>> = Vec::new();
+    for catalog in catalogs {
+        let ns = catalog.metadata.namespace.clone().unwrap_or_default();
+        if exclude_global && ns != namespace {
+            continue;
+        }
+        let name = catalog.name_any();
+        let priority = i32::try_from(catalog.spec.priority.unwrap_or(0)).unwrap_or(0);
+        let client = healthy(catalog)
+            .then(|| context.connections.client(&ns, &name))
+            .flatten();
+        let snapshot = match client {
+            Some(client) => match context
+                .snapshots
+                .get(&ns, &name, priority, &client, || {
+                    context.metrics.snapshot_taken(&ns, &name)
+                })
+                .await
+            {
+                Ok(snapshot) => snapshot,
+                Err(error) => {
+                    tracing::warn!(catalog = format!("{ns}/{name}"), error = %error, "cannot read catalog");
+                    super::snapshots::Snapshots::unhealthy(&ns, &name, priority)
+                }
+            },
+            None => super::snapshots::Snapshots::unhealthy(&ns, &name, priority),
+        };
+        snapshots.push(snapshot);
+    }
+    let state = NamespaceState {
+        namespace: namespace.to_owned(),
+        csvs: csvs
+            .iter()
+            .filter(|c| !c.labels().contains_key(labels::COPIED_FROM))
+            .map(|c| installed_csv(c))
+            .collect(),
+        subscriptions: subscriptions
+            .iter()
+            .map(|s| olm_resolver::Subscription {
+                name: s.name_any(),
+                package: s.spec.package.clone(),
+                channel: s.spec.channel.clone().unwrap_or_default(),
+                catalog: s.spec.source.clone(),
+                catalog_namespace: s.spec.source_namespace.clone(),
+                starting_csv: s.spec.starting_csv.clone().unwrap_or_default(),
+                installed_csv: s
+                    .status
+                    .as_ref()
+                    .and_then(|st| st.installed_csv.clone())
+                    .unwrap_or_default(),
+            })
+            .collect(),
+    };
+    let request = ResolveRequest {
+        state: &state,
+        catalogs: &snapshots,
+        global_namespace: &context.config.global_catalog_namespace,
+        exclude_global,
+    };
+    Ok(olm_resolver::resolve(&request))
+}
+
+fn installed_csv(csv: &ClusterServiceVersion) -> InstalledCsv {
+    let properties = csv
+        .annotations()
+        .get(labels::PROPERTIES)
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+        .and_then(|v| v.get("properties").and_then(|p| p.as_array()).cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| {
+            let type_ = p.get("type")?.as_str()?.to_owned();
+            let value = p.get("value")?.to_string();
+            Some((type_, value))
+        })
+        .collect();
+    InstalledCsv {
+        name: csv.name_any(),
+        version: csv.spec.version.clone().map(|v| v.to_string()),
+        replaces: csv.spec.replaces.clone(),
+        properties,
+    }
+}
+
+async fn record_failure(
+    context: &Context,
+    namespace: &str,
+    subscriptions: &[Arc<Subscription>],
+    error: &ResolveError,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let message = error.to_string();
+    for sub in subscriptions {
+        let original = sub.status.clone().unwrap_or_default();
+        let mut status = original.clone();
+        conditions::set(
+            &mut status.conditions,
+            SubscriptionCondition {
+                type_: SubscriptionConditionType::RESOLUTION_FAILED,
+                status: conditions::TRUE.to_owned(),
+                reason: Some(SubscriptionConditionReason::from(error.reason())),
+                message: Some(message.clone()),
+                ..SubscriptionCondition::default()
+            },
+            now,
+        );
+        if status != original {
+            status.last_updated = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+            write_status(context, sub, &status).await?;
+        }
+    }
+    let regarding = ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Namespace".to_owned()),
+        name: Some(namespace.to_owned()),
+        ..ObjectReference::default()
+    };
+    if let Err(error) = context
+        .recorder
+        .warning_note(&regarding, "ResolutionFailed", "Resolve", &message)
+        .await
+    {
+        tracing::debug!(error = %error, "event not recorded");
+    }
+    Ok(())
+}
+
+/// The name of the InstallPlan of a resolution: `install-` and five
+/// characters derived from the namespace, generation and CSVs, so that a
+/// pass repeated after a crash finds the plan it already created instead of
+/// writing a second one.
+pub fn install_plan_name(namespace: &str, generation: i64, csvs: &[String]) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut hasher = Sha256::new();
+    hasher.update(namespace.as_bytes());
+    hasher.update(generation.to_be_bytes());
+    for csv in csvs {
+        hasher.update([0]);
+        hasher.update(csv.as_bytes());
+    }
+    let digest = hasher.finalize();
+    let suffix: String = digest
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect();
+    format!("install-{suffix}")
+}
+
+fn properties_annotation(bundle: &olm_registry::api::Bundle) -> String {
+    let properties: Vec<serde_json::Value> = bundle
+        .properties
+        .iter()
+        .map(|p| {
+            let value = serde_json::from_str::<serde_json::Value>(&p.value)
+                .unwrap_or_else(|_| serde_json::Value::String(p.value.clone()));
+            serde_json::json!({"type": p.r#type, "value": value})
+        })
+        .collect();
+    serde_json::json!({ "properties": properties }).to_string()
+}
+
+fn dependency_subscription(op: &ResolvedOperator) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "Subscription",
+        "metadata": {
+            "name": rules::dependency_subscription_name(&op.package, &op.channel, &op.catalog, &op.catalog_namespace),
+        },
+        "spec": {
+            "name": op.package,
+            "channel": op.channel,
+            "source": op.catalog,
+            "sourceNamespace": op.catalog_namespace,
+            "startingCSV": op.name,
+            "installPlanApproval": "Automatic",
+        }
+    })
+}
+
+async fn install(
+    context: &Context,
+    namespace: &str,
+    subscriptions: &[Arc<Subscription>],
+    plans: &[Arc<InstallPlan>],
+    resolution: &Resolution,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let decisions: Vec<_> = resolution
+        .subscriptions
+        .iter()
+        .filter(|d| !d.unchanged)
+        .collect();
+    if resolution.operators.is_empty() && decisions.is_empty() {
+        clear_failures(context, subscriptions, now).await?;
+        return Ok(());
+    }
+    let mut plan_steps: Vec<Step> = Vec::new();
+    let mut lookups: Vec<BundleLookup> = Vec::new();
+    let mut catalog_sources: Vec<String> = Vec::new();
+    for op in &resolution.operators {
+        let catalog = format!("{}/{}", op.catalog_namespace, op.catalog);
+        if !catalog_sources.contains(&op.catalog) {
+            catalog_sources.push(op.catalog.clone());
+        }
+        let client = context
+            .connections
+            .client(&op.catalog_namespace, &op.catalog)
+            .ok_or_else(|| Error::NotConnected {
+                catalog: catalog.clone(),
+            })?;
+        let bundle = client
+            .get_bundle(&op.package, &op.channel, &op.name)
+            .await
+            .map_err(|source| Error::Registry {
+                catalog: catalog.clone(),
+                source,
+            })?;
+        let source = BundleSource {
+            catalog: op.catalog.clone(),
+            catalog_namespace: op.catalog_namespace.clone(),
+        };
+        let content = BundleContent {
+            csv_name: bundle.csv_name.clone(),
+            csv_json: bundle.csv_json.clone(),
+            objects: bundle.object.clone(),
+        };
+        if steps::needs_unpack(&content, &bundle.bundle_path) {
+            // Only the image holds the content: the bundle-unpacker
+            // fetches it, as upstream's unpack Job does.
+            lookups.push(bundle_lookup(op, &bundle, &source));
+        } else {
+            let properties = properties_annotation(&bundle);
+            match steps::steps_for_bundle(
+                &content,
+                &source,
+                op.replaces.as_deref(),
+                Some(&properties),
+            ) {
+                Ok(steps) => plan_steps.extend(steps),
+                Err(error) => {
+                    let error = ResolveError::Invalid {
+                        errors: vec![error.to_string()],
+                    };
+                    record_failure(context, namespace, subscriptions, &error, now).await?;
+                    return Ok(());
+                }
+            }
+        }
+        if op.subscription.is_none() {
+            let manifest = dependency_subscription(op);
+            plan_steps.push(Step {
+                resolving: op.name.clone(),
+                resource: olm_api::install_plan::StepResource {
+                    catalog_source: op.catalog.clone(),
+                    catalog_source_namespace: op.catalog_namespace.clone(),
+                    group: "operators.coreos.com".to_owned(),
+                    version: "v1alpha1".to_owned(),
+                    kind: "Subscription".to_owned(),
+                    name: manifest["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    manifest: Some(manifest.to_string()),
+                },
+                optional: None,
+                status: olm_api::install_plan::StepStatus::UNKNOWN,
+            });
+        }
+    }
+    plan_rules::listing_order(&mut plan_steps);
+
+    let subs: Vec<Subscription> = subscriptions.iter().map(|s| s.as_ref().clone()).collect();
+    let existing: Vec<InstallPlan> = plans.iter().map(|p| p.as_ref().clone()).collect();
+    let generation = rules::next_install_plan_generation(&subs, &existing);
+    let approval = rules::namespace_approval(subscriptions.iter().map(AsRef::as_ref));
+    let csv_names: Vec<String> = resolution
+        .operators
+        .iter()
+        .map(|o| o.name.clone())
+        .collect();
+    let name = install_plan_name(namespace, generation, &csv_names);
+    let plan = ensure_plan(
+        context,
+        namespace,
+        &name,
+        subscriptions,
+        generation,
+        &approval,
+        &csv_names,
+    )
+    .await?;
+    let status = InstallPlanStatus {
+        phase: if approval == Approval::MANUAL {
+            InstallPlanPhase::REQUIRES_APPROVAL
+        } else {
+            InstallPlanPhase::INSTALLING
+        },
+        catalog_sources: catalog_sources.clone(),
+        plan: plan_steps,
+        bundle_lookups: lookups,
+        ..InstallPlanStatus::default()
+    };
+    if plan
+        .status
+        .as_ref()
+        .is_none_or(|s| s.plan.is_empty() && s.bundle_lookups.is_empty())
+    {
+        let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
+        apply::apply_status(&api, &FIELD_MANAGER, &name, &status).await?;
+    }
+
+    for decision in decisions {
+        let Some(sub) = subscriptions.iter().find(|s| s.name_any() == decision.name) else {
+            continue;
+        };
+        let original = sub.status.clone().unwrap_or_default();
+        let mut status = original.clone();
+        status.current_csv = Some(decision.csv.clone());
+        status.install_plan_ref = Some(reference(&plan));
+        status.install_plan = Some(legacy_reference(&plan));
+        status.install_plan_generation = Some(generation);
+        status.state = Some(SubscriptionState::UPGRADE_PENDING);
+        for type_ in [
+            SubscriptionConditionType::RESOLUTION_FAILED,
+            SubscriptionConditionType::BUNDLE_UNPACKING,
+            SubscriptionConditionType::BUNDLE_UNPACK_FAILED,
+        ] {
+            conditions::remove(&mut status.conditions, type_.as_str());
+        }
+        if status != original {
+            status.last_updated = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+            write_status(context, sub, &status).await?;
+        }
+    }
+    Ok(())
+}
+
+fn bundle_lookup(
+    op: &ResolvedOperator,
+    bundle: &olm_registry::api::Bundle,
+    source: &BundleSource,
+) -> BundleLookup {
+    let condition =
+        |type_: BundleLookupConditionType, reason: &str, message: &str| BundleLookupCondition {
+            type_,
+            status: conditions::TRUE.to_owned(),
+            reason: Some(reason.to_owned()),
+            message: Some(message.to_owned()),
+            ..BundleLookupCondition::default()
+        };
+    BundleLookup {
+        path: bundle.bundle_path.clone(),
+        identifier: op.name.clone(),
+        replaces: op.replaces.clone().unwrap_or_default(),
+        catalog_source_ref: Some(ObjectReference {
+            name: Some(source.catalog.clone()),
+            namespace: Some(source.catalog_namespace.clone()),
+            ..ObjectReference::default()
+        }),
+        conditions: vec![
+            condition(
+                BundleLookupConditionType::NOT_PERSISTED,
+                olm_api::install_plan::bundle_lookup_reason::BUNDLE_NOT_UNPACKED,
+                "bundle contents have not yet been persisted to installplan status",
+            ),
+            condition(
+                BundleLookupConditionType::PENDING,
+                olm_api::install_plan::bundle_lookup_reason::JOB_NOT_STARTED,
+                "unpack job not yet started",
+            ),
+        ],
+        properties: Some(properties_annotation(bundle)),
+    }
+}
+
+async fn ensure_plan(
+    context: &Context,
+    namespace: &str,
+    name: &str,
+    subscriptions: &[Arc<Subscription>],
+    generation: i64,
+    approval: &Approval,
+    csv_names: &[String],
+) -> Result<InstallPlan, Error> {
+    let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
+    if let Some(found) = api.get_opt(name).await.map_err(kube_error(format!(
+        "reading InstallPlan {namespace}/{name}"
+    )))? {
+        return Ok(found);
+    }
+    let owners: Vec<OwnerReference> = subscriptions
+        .iter()
+        .map(|s| OwnerReference {
+            api_version: "operators.coreos.com/v1alpha1".to_owned(),
+            kind: "Subscription".to_owned(),
+            name: s.name_any(),
+            uid: s.metadata.uid.clone().unwrap_or_default(),
+            controller: Some(false),
+            block_owner_deletion: Some(false),
+        })
+        .collect();
+    let plan: InstallPlan = serde_json::from_value(serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "InstallPlan",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": BTreeMap::from([(labels::MANAGED, labels::MANAGED_VALUE)]),
+            "ownerReferences": owners,
+        },
+        "spec": {
+            "clusterServiceVersionNames": csv_names,
+            "approval": approval.as_str(),
+            "approved": *approval == Approval::AUTOMATIC,
+            "generation": generation,
+        }
+    }))
+    .map_err(|e| Error::Kube {
+        action: format!("building InstallPlan {name}"),
+        source: kube::Error::SerdeError(e),
+    })?;
+    match api.create(&PostParams::default(), &plan).await {
+        Ok(created) => Ok(created),
+        Err(kube::Error::Api(r)) if r.code == 409 => api.get(name).await.map_err(kube_error(
+            format!("reading InstallPlan {namespace}/{name}"),
+        )),
+        Err(error) => Err(kube_error(format!(
+            "creating InstallPlan {namespace}/{name}"
+        ))(error)),
+    }
+}
+
+async fn clear_failures(
+    context: &Context,
+    subscriptions: &[Arc<Subscription>],
+    now: Timestamp,
+) -> Result<(), Error> {
+    for sub in subscriptions {
+        let original = sub.status.clone().unwrap_or_default();
+        let mut status = original.clone();
+        conditions::remove(
+            &mut status.conditions,
+            SubscriptionConditionType::RESOLUTION_FAILED.as_str(),
+        );
+        if status != original {
+            status.last_updated = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+            write_status(context, sub, &status).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn collect_garbage(
+    context: &Context,
+    namespace: &str,
+    plans: &[Arc<InstallPlan>],
+    subscriptions: &[Arc<Subscription>],
+) -> Result<(), Error> {
+    let all: Vec<InstallPlan> = plans.iter().map(|p| p.as_ref().clone()).collect();
+    let referenced: Vec<String> = subscriptions
+        .iter()
+        .filter_map(|s| s.status.as_ref()?.install_plan_ref.as_ref()?.name.clone())
+        .collect();
+    let referenced: Vec<&str> = referenced.iter().map(String::as_str).collect();
+    let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
+    for name in plan_rules::garbage(&all, &referenced) {
+        apply::delete_if_exists(&api, name).await?;
+    }
+    Ok(())
+}
+
+/// What the Subscription's catalog says is deprecated about its package, its
+/// channel and its installed bundle; `None` when that cannot be asked now
+/// (nothing installed, or the catalog is not connected).
+async fn deprecations_of(
+    context: &Context,
+    sub: &Subscription,
+    status: &SubscriptionStatus,
+) -> Option<rules::Deprecations> {
+    let installed = status.installed_csv.as_deref().filter(|c| !c.is_empty())?;
+    let client = context
+        .connections
+        .client(&sub.spec.source_namespace, &sub.spec.source)?;
+    let package = client.get_package(&sub.spec.package).await.ok()?;
+    let channel_name = sub
+        .spec
+        .channel
+        .clone()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| package.default_channel_name.clone());
+    let channel = package.channels.iter().find(|c| c.name == channel_name);
+    let bundle = client
+        .get_bundle(&sub.spec.package, &channel_name, installed)
+        .await
+        .ok();
+    let message = |d: Option<&olm_registry::api::Deprecation>| {
+        d.map(|d| d.message.clone()).filter(|m| !m.is_empty())
+    };
+    Some(rules::Deprecations {
+        package: message(package.deprecation.as_ref()),
+        channel: message(channel.and_then(|c| c.deprecation.as_ref())),
+        bundle: message(bundle.as_ref().and_then(|b| b.deprecation.as_ref())),
+    })
+}

@@ -1,0 +1,323 @@
+//! Subscriptions end to end: a Subscription against a catalog served over
+//! gRPC is resolved, an InstallPlan appears and installs the bundle's CRD
+//! and CSV, and the Subscription's status follows each step.
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use olm_api::{
+    catalog_source::CatalogSource, csv::ClusterServiceVersion, install_plan::InstallPlan,
+    operator_group::OperatorGroup, subscription::Subscription,
+};
+use olm_registry::{CatalogIndex, IndexOptions, RegistryServer, RunningServer};
+use serde_json::json;
+
+use crate::{RunningOperator, eventually, init_logs, olm_crds_installed};
+
+const WAIT: Duration = Duration::from_secs(40);
+
+/// A catalog with package `widgets` (channel stable: v1 <- v2) whose
+/// bundles carry their objects, and a CRD in an API group unique to `tag`.
+pub(crate) async fn serve_widgets(tag: &str) -> (RunningServer, tempfile::TempDir, String) {
+    let group = format!("{tag}.test.olm.io");
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        }
+    });
+    let csv = |version: &str, replaces: Option<&str>| {
+        let mut spec = json!({
+            "displayName": "Widgets",
+            "version": version,
+            "install": {"strategy": "deployment", "spec": {"deployments": []}},
+            "installModes": [{"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true},
+                             {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": true}],
+            "customresourcedefinitions": {"owned": [{"name": format!("widgets.{group}"), "version": "v1", "kind": "Widget"}]},
+        });
+        if let Some(r) = replaces {
+            spec["replaces"] = json!(r);
+        }
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+               "metadata": {"name": format!("widgets.v{version}")}, "spec": spec})
+    };
+    let b64 = |v: &serde_json::Value| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(v.to_string())
+    };
+    let bundle = |version: &str, replaces: Option<&str>| {
+        json!({
+            "schema": "olm.bundle",
+            "name": format!("widgets.v{version}"),
+            "package": "widgets",
+            "image": format!("quay.io/example/widgets-bundle:v{version}"),
+            "properties": [
+                {"type": "olm.package", "value": {"packageName": "widgets", "version": version}},
+                {"type": "olm.gvk", "value": {"group": group, "version": "v1", "kind": "Widget"}},
+                {"type": "olm.bundle.object", "value": {"data": b64(&csv(version, replaces))}},
+                {"type": "olm.bundle.object", "value": {"data": b64(&crd)}},
+            ]
+        })
+    };
+    let documents = [
+        json!({"schema": "olm.package", "name": "widgets", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "widgets", "name": "stable",
+               "entries": [{"name": "widgets.v1.0.0"}, {"name": "widgets.v2.0.0", "replaces": "widgets.v1.0.0"}]}),
+        bundle("1.0.0", None),
+        bundle("2.0.0", Some("widgets.v1.0.0")),
+        json!({"schema": "olm.deprecations", "package": "widgets", "entries": [
+            {"reference": {"schema": "olm.package"}, "message": "widgets is end of life"},
+            {"reference": {"schema": "olm.bundle", "name": "widgets.v2.0.0"}, "message": "v2.0.0 leaks memory"},
+        ]}),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = documents.iter().map(|d| format!("{d}\n")).collect();
+    std::fs::write(dir.path().join("catalog.json"), text).unwrap();
+    let index = CatalogIndex::build(dir.path(), &IndexOptions::default()).unwrap();
+    let server = RegistryServer::new(index).spawn_loopback().await.unwrap();
+    (server, dir, group)
+}
+
+#[tokio::test]
+async fn a_subscription_is_resolved_and_installed() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("sub-install").await;
+    let client = plane.client().await;
+    let (server, _dir, group) = serve_widgets(ns.name()).await;
+    let operator = RunningOperator::start(ns.name()).await;
+
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
+    catalogs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "widgets-catalog"},
+                "spec": {"sourceType": "grpc", "address": server.addr().to_string()}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns.name());
+    groups
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": "og"}, "spec": {"targetNamespaces": [ns.name()]}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
+    subs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "widgets"},
+            "spec": {"name": "widgets", "channel": "stable", "source": "widgets-catalog", "sourceNamespace": ns.name()}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+
+    // The head of the channel is chosen, an InstallPlan is written and
+    // carried out, and the Subscription settles at the latest version.
+    let status = eventually("Subscription AtLatestKnown", WAIT, || async {
+        let sub = subs.get("widgets").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(sub.status.unwrap_or_default()).unwrap();
+        if status["state"] == "AtLatestKnown" {
+            Ok(status)
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    assert_eq!(status["currentCSV"], "widgets.v2.0.0");
+    assert_eq!(status["installedCSV"], "widgets.v2.0.0");
+    let plan_name = status["installPlanRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(plan_name.starts_with("install-"), "{plan_name}");
+    assert_eq!(status["installplan"]["name"], plan_name.as_str());
+    let health = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "CatalogSourcesUnhealthy")
+        .unwrap();
+    assert_eq!(health["status"], "False", "{status}");
+    assert!(
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["type"] != "ResolutionFailed"),
+        "{status}"
+    );
+
+    // The catalog's deprecations show on the Subscription once installed.
+    eventually("deprecation conditions", WAIT, || async {
+        let sub = subs.get("widgets").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(sub.status.unwrap_or_default()).unwrap();
+        let message_of = |t: &str| {
+            status["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == t))
+                .map(|c| c["message"].as_str().unwrap_or_default().to_owned())
+        };
+        let want = "olm.package/widgets: widgets is end of life; olm.bundle/widgets.v2.0.0: v2.0.0 leaks memory";
+        if message_of("Deprecated").as_deref() == Some(want)
+            && message_of("PackageDeprecated").is_some()
+            && message_of("BundleDeprecated").is_some()
+            && message_of("ChannelDeprecated").is_none()
+        {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let plan = plans.get(&plan_name).await.unwrap();
+    assert_eq!(plan.spec.cluster_service_version_names, ["widgets.v2.0.0"]);
+    assert!(plan.spec.approved);
+    let plan_status = serde_json::to_value(plan.status.unwrap()).unwrap();
+    assert_eq!(plan_status["phase"], "Complete", "{plan_status}");
+    let kinds: Vec<_> = plan_status["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["resource"]["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["ClusterServiceVersion", "CustomResourceDefinition"]);
+    let owners = plan.metadata.owner_references.unwrap();
+    assert_eq!(owners[0].kind, "Subscription");
+
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns.name());
+    let csv = csvs.get("widgets.v2.0.0").await.unwrap();
+    let annotations = csv.metadata.annotations.unwrap();
+    assert!(
+        annotations["operatorframework.io/properties"].contains("olm.package"),
+        "{annotations:?}"
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.get(&format!("widgets.{group}")).await.unwrap();
+
+    // Exactly one plan was written for this resolution.
+    assert_eq!(
+        plans.list(&Default::default()).await.unwrap().items.len(),
+        1
+    );
+    crds.delete(&format!("widgets.{group}"), &Default::default())
+        .await
+        .unwrap();
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn an_unsatisfiable_subscription_reports_resolution_failed() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("sub-unsat").await;
+    let client = plane.client().await;
+    let (server, _dir, _group) = serve_widgets(ns.name()).await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
+    catalogs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "widgets-catalog"},
+                "spec": {"sourceType": "grpc", "address": server.addr().to_string()}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns.name());
+    groups
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": "og"}, "spec": {}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    subs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "gadgets"},
+            "spec": {"name": "gadgets", "channel": "stable", "source": "widgets-catalog", "sourceNamespace": ns.name()}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let condition = eventually("ResolutionFailed", WAIT, || async {
+        let sub = subs.get("gadgets").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(sub.status.unwrap_or_default()).unwrap();
+        status["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "ResolutionFailed").cloned())
+            .ok_or_else(|| status.to_string())
+    })
+    .await;
+    assert_eq!(condition["status"], "True");
+    assert_eq!(condition["reason"], "ConstraintsNotSatisfiable");
+    let message = condition["message"].as_str().unwrap();
+    assert!(message.contains("gadgets"), "{message}");
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    assert!(
+        plans
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    // Once the catalog is fixed by subscribing to what exists, it resolves.
+    subs.patch(
+        "gadgets",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"name": "widgets"}})),
+    )
+    .await
+    .unwrap();
+    eventually("resolved after the fix", WAIT, || async {
+        let sub = subs.get("gadgets").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(sub.status.unwrap_or_default()).unwrap();
+        if status["state"] == "AtLatestKnown" {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    operator.stop().await;
+}
