@@ -42,6 +42,8 @@ const KUBERNETES_COMMANDS: &[&str] = &[
 const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("nats-server", "nats-server"),
     ("docker-registry", "docker-registry"),
+    // `ip netns` and veth pairs: packageserver's aggregation tests.
+    ("iproute2", "ip"),
 ];
 
 pub(crate) fn install(args: &EnvtestArgs) -> Result<()> {

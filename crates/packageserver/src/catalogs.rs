@@ -1,0 +1,443 @@
+//! Keeping the store filled: a watch on every CatalogSource starts one
+//! refresher per catalog, which fetches the catalog's packages over the
+//! registry gRPC API when the catalog appears or changes, periodically, and
+//! again after failures (with backoff). A refresh builds everything first and
+//! swaps it in at once; a failed or slow refresh leaves the last good
+//! packages served and is reported, never waited for by a request.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
+
+use futures::{StreamExt, TryStreamExt, stream};
+use kube::{
+    Api, ResourceExt,
+    runtime::{WatchStreamExt, watcher},
+};
+use olm_api::{
+    catalog_source::CatalogSource, labels::property_type, package_manifest::PackageManifest,
+};
+use olm_registry::{ClientOptions, RegistryClient, api};
+use thiserror::Error;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    manifest::{self, CatalogMeta, ChannelHead},
+    metrics::{CatalogLabels, CatalogMetrics},
+    store::{CatalogKey, Store},
+};
+
+/// Deadline of one whole refresh (upstream: 5 minutes).
+pub const REFRESH_DEADLINE: Duration = Duration::from_secs(5 * 60);
+
+/// Deadline to connect to a registry.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Deadline of one registry call.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Registry calls in flight at once per catalog.
+pub const FETCH_CONCURRENCY: usize = 16;
+
+/// First retry delay after a failed refresh; doubled up to
+/// [`MAX_RETRY_DELAY`].
+pub const FIRST_RETRY_DELAY: Duration = Duration::from_secs(2);
+
+/// Longest retry delay after failed refreshes.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(120);
+
+/// Upper bound on the packages taken from one catalog.
+pub const MAX_PACKAGES_PER_CATALOG: usize = 50_000;
+
+/// Why a refresh failed.
+#[derive(Debug, Error)]
+pub enum RefreshError {
+    /// The catalog has no address to reach.
+    #[error("catalog has no address yet (spec.address and status.registryService are empty)")]
+    NoAddress,
+    /// A registry call failed.
+    #[error("registry {address}: {source}")]
+    Registry {
+        /// The address called.
+        address: String,
+        /// What failed.
+        #[source]
+        source: olm_registry::ClientError,
+    },
+    /// The refresh did not finish in time.
+    #[error("refresh did not finish within {0:?}")]
+    Deadline(Duration),
+    /// The catalog is larger than allowed.
+    #[error("catalog lists more than {MAX_PACKAGES_PER_CATALOG} packages")]
+    TooManyPackages,
+}
+
+/// What a refresher needs to know about its catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// Metadata copied onto packages.
+    pub meta: CatalogMeta,
+    /// `host:port` of the registry, when known.
+    pub address: Option<String>,
+    /// Something that changes whenever the catalog's content may have
+    /// changed (the connection's last observed state or poll time).
+    pub content_hint: String,
+}
+
+/// The registry address of a CatalogSource: `spec.address`, else its
+/// registry Service from the status.
+pub fn address(catalog: &CatalogSource) -> Option<String> {
+    if let Some(address) = catalog.spec.address.as_deref().filter(|a| !a.is_empty()) {
+        return Some(address.to_owned());
+    }
+    let service = catalog.status.as_ref()?.registry_service.as_ref()?;
+    let name = service.service_name.as_deref().filter(|s| !s.is_empty())?;
+    let namespace = service
+        .service_namespace
+        .clone()
+        .or_else(|| catalog.namespace())?;
+    let port = service
+        .port
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .unwrap_or("50051");
+    Some(format!("{name}.{namespace}.svc:{port}"))
+}
+
+/// The refresher's view of a CatalogSource.
+pub fn target(catalog: &CatalogSource) -> Target {
+    let status = catalog.status.as_ref();
+    let content_hint = format!(
+        "{:?}/{:?}",
+        status
+            .and_then(|s| s.connection_state.as_ref())
+            .map(|c| c.last_observed_state.to_string()),
+        status.and_then(|s| s.latest_image_registry_poll.as_ref()),
+    );
+    Target {
+        meta: CatalogMeta {
+            name: catalog.name_any(),
+            namespace: catalog.namespace().unwrap_or_default(),
+            display_name: catalog.spec.display_name.clone().unwrap_or_default(),
+            publisher: catalog.spec.publisher.clone().unwrap_or_default(),
+            labels: catalog.labels().clone(),
+            creation_timestamp: catalog.metadata.creation_timestamp.clone(),
+        },
+        address: address(catalog),
+        content_hint,
+    }
+}
+
+fn registry_error(address: &str) -> impl Fn(olm_registry::ClientError) -> RefreshError + '_ {
+    move |source| RefreshError::Registry {
+        address: address.to_owned(),
+        source,
+    }
+}
+
+/// A bundle entry without the heavy parts (CSV JSON, objects).
+fn slim(bundle: api::Bundle) -> api::Bundle {
+    api::Bundle {
+        csv_name: bundle.csv_name,
+        package_name: bundle.package_name,
+        channel_name: bundle.channel_name,
+        version: bundle.version,
+        deprecation: bundle.deprecation,
+        properties: bundle
+            .properties
+            .into_iter()
+            .filter(|p| p.r#type == property_type::DEPRECATED)
+            .collect(),
+        ..api::Bundle::default()
+    }
+}
+
+/// Fetches every package of the catalog at `target.address`.
+pub async fn fetch(
+    target: &Target,
+    options: ClientOptions,
+) -> Result<Vec<PackageManifest>, RefreshError> {
+    let address = target.address.as_deref().ok_or(RefreshError::NoAddress)?;
+    let endpoint = if address.contains("://") {
+        address.to_owned()
+    } else {
+        format!("http://{address}")
+    };
+    let client = RegistryClient::connect(&endpoint, options)
+        .await
+        .map_err(registry_error(address))?;
+    let names = client
+        .list_packages()
+        .await
+        .map_err(registry_error(address))?;
+    if names.len() > MAX_PACKAGES_PER_CATALOG {
+        return Err(RefreshError::TooManyPackages);
+    }
+    let mut entries: HashMap<String, Vec<api::Bundle>> = HashMap::new();
+    let mut bundles = client
+        .list_bundles()
+        .await
+        .map_err(registry_error(address))?;
+    while let Some(bundle) = bundles.try_next().await.map_err(registry_error(address))? {
+        let bundle = slim(bundle);
+        entries
+            .entry(bundle.package_name.clone())
+            .or_default()
+            .push(bundle);
+    }
+    let client = &client;
+    let entries = &entries;
+    let meta = &target.meta;
+    let built: Vec<Option<PackageManifest>> = stream::iter(names)
+        .map(|name| async move {
+            let package = match client.get_package(&name).await {
+                Ok(p) => p,
+                Err(error) => {
+                    tracing::warn!(package = %name, %error, "eliding package: error getting package");
+                    return None;
+                }
+            };
+            let mut heads: BTreeMap<String, ChannelHead> = BTreeMap::new();
+            for channel in &package.channels {
+                let head = client
+                    .get_bundle_for_channel(&package.name, &channel.name)
+                    .await
+                    .map_err(|e| e.to_string());
+                if let Err(error) = &head {
+                    tracing::warn!(package = %name, channel = %channel.name, %error, "error getting bundle, eliding channel");
+                }
+                heads.insert(channel.name.clone(), head);
+            }
+            let bundles = entries.get(&name).map_or(&[][..], Vec::as_slice);
+            manifest::build(meta, &package, &heads, bundles)
+        })
+        .buffer_unordered(FETCH_CONCURRENCY)
+        .collect()
+        .await;
+    Ok(built.into_iter().flatten().collect())
+}
+
+fn labels(key: &CatalogKey) -> CatalogLabels {
+    CatalogLabels {
+        namespace: key.0.clone(),
+        name: key.1.clone(),
+    }
+}
+
+/// Refreshes one catalog until cancelled: on start, on every change of its
+/// target, every `interval`, and with backoff after failures.
+async fn refresher(
+    key: CatalogKey,
+    mut target: watch::Receiver<Target>,
+    store: Arc<Store>,
+    metrics: CatalogMetrics,
+    interval: Duration,
+    stop: CancellationToken,
+) {
+    let options = ClientOptions {
+        connect_timeout: CONNECT_TIMEOUT,
+        request_timeout: REQUEST_TIMEOUT,
+    };
+    let mut retry = FIRST_RETRY_DELAY;
+    loop {
+        let current = target.borrow_and_update().clone();
+        let started = std::time::Instant::now();
+        let outcome = tokio::select! {
+            () = stop.cancelled() => return,
+            r = tokio::time::timeout(REFRESH_DEADLINE, fetch(&current, options)) => {
+                r.unwrap_or(Err(RefreshError::Deadline(REFRESH_DEADLINE)))
+            }
+        };
+        let wait = match outcome {
+            Ok(packages) => {
+                let count = packages.len();
+                store.replace_catalog(&key, packages, SystemTime::now());
+                metrics
+                    .packages
+                    .get_or_create(&labels(&key))
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
+                metrics.last_success.get_or_create(&labels(&key)).set(
+                    SystemTime::now()
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map_or(0.0, |d| d.as_secs_f64()),
+                );
+                tracing::info!(namespace = %key.0, catalog = %key.1, packages = count, elapsed_ms = started.elapsed().as_millis(), "catalog refreshed");
+                retry = FIRST_RETRY_DELAY;
+                interval
+            }
+            Err(error) => {
+                tracing::warn!(namespace = %key.0, catalog = %key.1, error = &error as &dyn std::error::Error, "catalog refresh failed; serving the last known packages");
+                metrics.refresh_failures.get_or_create(&labels(&key)).inc();
+                store.record_failure(&key, error.to_string());
+                let wait = retry;
+                retry = (retry * 2).min(MAX_RETRY_DELAY);
+                wait.min(interval)
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = target.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+struct Running {
+    target: watch::Sender<Target>,
+    stop: CancellationToken,
+}
+
+/// Watches CatalogSources in every namespace and keeps one refresher per
+/// catalog. `synced` is called once the first list is through.
+pub async fn run(
+    client: kube::Client,
+    store: Arc<Store>,
+    metrics: CatalogMetrics,
+    interval: Duration,
+    synced: impl FnOnce() + Send,
+    stop: CancellationToken,
+) -> Result<(), watcher::Error> {
+    let api: Api<CatalogSource> = Api::all(client);
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let mut running: HashMap<CatalogKey, Running> = HashMap::new();
+    let mut seen_in_relist: Option<Vec<CatalogKey>> = None;
+    let mut synced = Some(synced);
+    loop {
+        let event = tokio::select! {
+            () = stop.cancelled() => break,
+            e = events.next() => e,
+        };
+        let Some(event) = event else { break };
+        let event = match event {
+            Ok(e) => e,
+            Err(error) => {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "catalogsource watch failed; retrying"
+                );
+                continue;
+            }
+        };
+        match event {
+            watcher::Event::Init => seen_in_relist = Some(Vec::new()),
+            watcher::Event::InitApply(catalog) | watcher::Event::Apply(catalog) => {
+                let key = (catalog.namespace().unwrap_or_default(), catalog.name_any());
+                if let Some(seen) = &mut seen_in_relist {
+                    seen.push(key.clone());
+                }
+                let wanted = target(&catalog);
+                match running.get(&key) {
+                    Some(r) => {
+                        r.target.send_if_modified(|t| {
+                            let changed = *t != wanted;
+                            *t = wanted;
+                            changed
+                        });
+                    }
+                    None => {
+                        let (tx, rx) = watch::channel(wanted);
+                        let child = stop.child_token();
+                        tokio::spawn(refresher(
+                            key.clone(),
+                            rx,
+                            Arc::clone(&store),
+                            metrics.clone(),
+                            interval,
+                            child.clone(),
+                        ));
+                        running.insert(
+                            key,
+                            Running {
+                                target: tx,
+                                stop: child,
+                            },
+                        );
+                    }
+                }
+            }
+            watcher::Event::Delete(catalog) => {
+                let key = (catalog.namespace().unwrap_or_default(), catalog.name_any());
+                if let Some(r) = running.remove(&key) {
+                    r.stop.cancel();
+                }
+                store.remove_catalog(&key);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = seen_in_relist.take() {
+                    let gone: Vec<CatalogKey> = running
+                        .keys()
+                        .filter(|k| !seen.contains(k))
+                        .cloned()
+                        .collect();
+                    for key in gone {
+                        if let Some(r) = running.remove(&key) {
+                            r.stop.cancel();
+                        }
+                        store.remove_catalog(&key);
+                    }
+                }
+                if let Some(synced) = synced.take() {
+                    synced();
+                }
+            }
+        }
+    }
+    for r in running.values() {
+        r.stop.cancel();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_api::catalog_source::{CatalogSourceSpec, CatalogSourceStatus, RegistryServiceStatus};
+
+    use super::*;
+
+    #[test]
+    fn address_prefers_spec_then_registry_service() {
+        let mut catalog = CatalogSource::new("widgets", CatalogSourceSpec::default());
+        catalog.metadata.namespace = Some("team".into());
+        assert_eq!(address(&catalog), None);
+        catalog.status = Some(CatalogSourceStatus {
+            registry_service: Some(RegistryServiceStatus {
+                service_name: Some("widgets".into()),
+                service_namespace: Some("team".into()),
+                port: Some("50051".into()),
+                ..RegistryServiceStatus::default()
+            }),
+            ..CatalogSourceStatus::default()
+        });
+        assert_eq!(address(&catalog).as_deref(), Some("widgets.team.svc:50051"));
+        catalog.spec.address = Some("10.1.2.3:50051".into());
+        assert_eq!(address(&catalog).as_deref(), Some("10.1.2.3:50051"));
+    }
+
+    #[tokio::test]
+    async fn unreachable_catalog_fails_within_the_connect_timeout() {
+        let target = Target {
+            meta: CatalogMeta::default(),
+            address: Some("127.0.0.1:1".into()),
+            content_hint: String::new(),
+        };
+        let options = ClientOptions {
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(2),
+        };
+        assert!(matches!(
+            fetch(&target, options).await,
+            Err(RefreshError::Registry { .. })
+        ));
+        let none = Target {
+            address: None,
+            ..target
+        };
+        assert!(matches!(
+            fetch(&none, options).await,
+            Err(RefreshError::NoAddress)
+        ));
+    }
+}
