@@ -62,7 +62,9 @@ pub struct UnpackedBundle {
 #[derive(Debug, thiserror::Error)]
 pub enum UnpackedError {
     /// The compressed content is larger than [`MAX_STORED_BYTES`].
-    #[error("the unpacked bundle is {size} bytes compressed; at most {MAX_STORED_BYTES} fit in a ConfigMap")]
+    #[error(
+        "the unpacked bundle is {size} bytes compressed; at most {MAX_STORED_BYTES} fit in a ConfigMap"
+    )]
     TooLarge {
         /// The compressed size.
         size: usize,
@@ -131,7 +133,10 @@ pub fn decode(
 /// A recorded failure, if the ConfigMap holds one.
 pub fn failure(annotations: &BTreeMap<String, String>) -> Option<(String, String)> {
     let reason = annotations.get(FAILURE_REASON)?;
-    let message = annotations.get(FAILURE_MESSAGE).cloned().unwrap_or_default();
+    let message = annotations
+        .get(FAILURE_MESSAGE)
+        .cloned()
+        .unwrap_or_default();
     Some((reason.clone(), message))
 }
 
@@ -142,8 +147,13 @@ mod tests {
     fn bundle() -> UnpackedBundle {
         UnpackedBundle {
             csv_name: "etcd.v1".into(),
-            objects: vec![r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}"#.into()],
-            annotations: BTreeMap::from([("operators.operatorframework.io.bundle.package.v1".into(), "etcd".into())]),
+            objects: vec![
+                r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}"#.into(),
+            ],
+            annotations: BTreeMap::from([(
+                "operators.operatorframework.io.bundle.package.v1".into(),
+                "etcd".into(),
+            )]),
         }
     }
 
@@ -164,7 +174,10 @@ mod tests {
     fn names_are_63_hex_characters_and_stable() {
         let name = config_map_name("quay.io/example/etcd-bundle:v1");
         assert_eq!(name.len(), 63);
-        assert!(name.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert!(
+            name.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
         assert_eq!(name, config_map_name("quay.io/example/etcd-bundle:v1"));
         assert_ne!(name, config_map_name("quay.io/example/etcd-bundle:v2"));
     }
@@ -172,11 +185,20 @@ mod tests {
     #[test]
     fn hostile_content_is_refused() {
         let (mut annotations, data) = stored(b"not gzip".to_vec());
-        assert!(matches!(decode(&annotations, &data), Err(UnpackedError::Corrupt(_))));
+        assert!(matches!(
+            decode(&annotations, &data),
+            Err(UnpackedError::Corrupt(_))
+        ));
         annotations.insert(CONTENT_ENCODING.into(), "gzip+base64".into());
-        assert!(matches!(decode(&annotations, &data), Err(UnpackedError::Encoding(_))));
+        assert!(matches!(
+            decode(&annotations, &data),
+            Err(UnpackedError::Encoding(_))
+        ));
         let (annotations, _) = stored(Vec::new());
-        assert!(matches!(decode(&annotations, &BTreeMap::new()), Err(UnpackedError::Missing)));
+        assert!(matches!(
+            decode(&annotations, &BTreeMap::new()),
+            Err(UnpackedError::Missing)
+        ));
 
         // A gzip bomb: 100 MiB of zeros compresses to ~100 KiB.
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
@@ -185,7 +207,10 @@ mod tests {
             encoder.write_all(&zeros).unwrap();
         }
         let (annotations, data) = stored(encoder.finish().unwrap());
-        assert!(matches!(decode(&annotations, &data), Err(UnpackedError::Bomb)));
+        assert!(matches!(
+            decode(&annotations, &data),
+            Err(UnpackedError::Bomb)
+        ));
     }
 
     #[test]
@@ -214,7 +239,10 @@ mod tests {
             (FAILURE_REASON.to_owned(), "ImagePullFailed".to_owned()),
             (FAILURE_MESSAGE.to_owned(), "manifest unknown".to_owned()),
         ]);
-        assert_eq!(failure(&annotations), Some(("ImagePullFailed".into(), "manifest unknown".into())));
+        assert_eq!(
+            failure(&annotations),
+            Some(("ImagePullFailed".into(), "manifest unknown".into()))
+        );
         assert_eq!(failure(&BTreeMap::new()), None);
     }
 }
