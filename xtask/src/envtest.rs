@@ -50,6 +50,7 @@ pub(crate) fn install(args: &EnvtestArgs) -> Result<()> {
     let started = Instant::now();
     install_debian_packages()?;
     let bin = assets::bin_dir();
+    install_grpcurl(&bin, args.force)?;
     let stamp = bin.join(format!(
         ".installed-k8s-{}-etcd-{}-kwok-{}",
         assets::KUBERNETES_VERSION,
@@ -194,6 +195,34 @@ fn build_etcd(bin: &Path) -> Result<()> {
         .arg("go.etcd.io/etcd/server/v3"))?;
     println!(
         "envtest: etcd built in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// grpcurl, built from its Go module at the pinned version; it has its own
+/// stamp so that adding it does not rebuild the control plane.
+fn install_grpcurl(bin: &Path, force: bool) -> Result<()> {
+    let stamp = bin.join(format!(".installed-grpcurl-{}", assets::GRPCURL_VERSION));
+    if stamp.exists() && bin.join("grpcurl").exists() && !force {
+        return Ok(());
+    }
+    std::fs::create_dir_all(bin).with_context(|| format!("creating {}", bin.display()))?;
+    check_go()?;
+    let started = Instant::now();
+    let scratch = tempfile_dir()?;
+    run(go_command(&scratch)
+        .env("GOBIN", bin)
+        .args(["install", "-trimpath", "-ldflags=-s -w"])
+        .arg(format!(
+            "github.com/fullstorydev/grpcurl/cmd/grpcurl@v{}",
+            assets::GRPCURL_VERSION
+        )))?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::write(&stamp, "").with_context(|| format!("writing {}", stamp.display()))?;
+    println!(
+        "envtest: grpcurl {} built in {:.0} s",
+        assets::GRPCURL_VERSION,
         started.elapsed().as_secs_f64()
     );
     Ok(())

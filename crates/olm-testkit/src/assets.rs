@@ -14,6 +14,9 @@ use crate::Error;
 pub const KUBERNETES_VERSION: &str = "1.34.4";
 /// The kwok release that simulates nodes and pods.
 pub const KWOK_VERSION: &str = "0.7.0";
+/// The grpcurl release the registry API is exercised with (a gRPC client
+/// that reads the API through server reflection, as users do).
+pub const GRPCURL_VERSION: &str = "1.9.3";
 /// The etcd release. It must support watch progress requests (3.5.13 or
 /// newer): Kubernetes 1.34 clients stream lists through them, and Debian
 /// bookworm's etcd 3.4.23 does not.
