@@ -41,6 +41,11 @@ where
 
 /// A small bundle of our own: one CRD and a CSV with one Deployment.
 fn bundle_files(group: &str) -> Vec<(String, Vec<u8>)> {
+    bundle_files_at(group, "1.0.0", None)
+}
+
+/// The bundle at `version`, replacing `replaces` if given.
+fn bundle_files_at(group: &str, version: &str, replaces: Option<&str>) -> Vec<(String, Vec<u8>)> {
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("gadgets.{group}")},
@@ -53,9 +58,10 @@ fn bundle_files(group: &str) -> Vec<(String, Vec<u8>)> {
     });
     let csv = json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-        "metadata": {"name": "gadgets.v1.0.0", "annotations": {"capabilities": "Basic Install"}},
+        "metadata": {"name": format!("gadgets.v{version}"), "annotations": {"capabilities": "Basic Install"}},
         "spec": {
-            "displayName": "Gadgets", "version": "1.0.0", "provider": {"name": "Example"},
+            "displayName": "Gadgets", "version": version, "provider": {"name": "Example"},
+            "replaces": replaces,
             "installModes": [
                 {"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true},
                 {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": true}],
@@ -67,7 +73,7 @@ fn bundle_files(group: &str) -> Vec<(String, Vec<u8>)> {
                     "selector": {"matchLabels": {"app": "gadget-operator"}},
                     "template": {"metadata": {"labels": {"app": "gadget-operator"}},
                         "spec": {"serviceAccountName": "gadget-operator",
-                            "containers": [{"name": "operator", "image": "quay.io/example/gadget-operator:v1"}]}}
+                            "containers": [{"name": "operator", "image": format!("quay.io/example/gadget-operator:v{version}")}]}}
                 }}]
             }}
         }
