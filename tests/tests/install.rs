@@ -101,7 +101,7 @@ async fn push_bundle(
     files: &[(String, Vec<u8>)],
     bundle: &RegistryBundle,
 ) -> String {
-    let image = format!("{registry_host}/e2e/gadgets-bundle:v1.0.0");
+    let image = format!("{registry_host}/e2e/gadgets-bundle:v{}", bundle.version());
     let mut builder = olm_oci::ImageBuilder::new().labels(bundle.annotations.clone());
     for (path, bytes) in files {
         builder = builder.add_file(path, bytes.clone()).unwrap();
@@ -122,12 +122,31 @@ async fn serve_catalog(
     bundle: &RegistryBundle,
     image: &str,
 ) -> (olm_registry::RunningServer, tempfile::TempDir) {
-    let fbc = bundle.to_fbc_bundle(image, Payload::CsvMetadata);
-    let documents = [
+    serve_bundles(&[(bundle, image)]).await
+}
+
+/// A catalog of `bundles` (CSV metadata only) in one channel, in order.
+async fn serve_bundles(
+    bundles: &[(&RegistryBundle, &str)],
+) -> (olm_registry::RunningServer, tempfile::TempDir) {
+    let entries: Vec<_> = bundles
+        .iter()
+        .map(|(b, _)| {
+            let name = b.to_fbc_bundle("", Payload::CsvMetadata).name;
+            match b.replaces() {
+                Some(replaces) => json!({"name": name, "replaces": replaces}),
+                None => json!({"name": name}),
+            }
+        })
+        .collect();
+    let mut documents = vec![
         json!({"schema": "olm.package", "name": "gadgets", "defaultChannel": "stable"}),
-        json!({"schema": "olm.channel", "package": "gadgets", "name": "stable", "entries": [{"name": "gadgets.v1.0.0"}]}),
-        serde_json::to_value(&fbc).unwrap(),
+        json!({"schema": "olm.channel", "package": "gadgets", "name": "stable", "entries": entries}),
     ];
+    for (bundle, image) in bundles {
+        documents
+            .push(serde_json::to_value(bundle.to_fbc_bundle(image, Payload::CsvMetadata)).unwrap());
+    }
     let dir = tempfile::tempdir().unwrap();
     let text: String = documents.iter().map(|d| format!("{d}\n")).collect();
     assert!(
@@ -147,23 +166,18 @@ async fn serve_catalog(
     )
 }
 
-#[tokio::test]
-async fn a_subscription_installs_an_operator_from_a_bundle_image() {
+/// catalog-operator, bundle-unpacker and olm-operator, in-process, watching
+/// `namespace`; cancel the token to stop them.
+async fn start_services(
+    namespace: &str,
+    registry_host: &str,
+) -> (CancellationToken, Vec<tokio::task::JoinHandle<()>>) {
     let plane = olm_testkit::control_plane();
-    plane.install_crds(&olm_e2e::workspace_root().join("deploy/crds"));
-    let ns = plane.namespace("e2e-install").await;
-    let namespace = ns.name().to_owned();
     let client = plane.client().await;
-    let registry = olm_testkit::registry::Registry::start().unwrap();
-    let group = format!("{namespace}.e2e.olm.io");
-    let files = bundle_files(&group);
-    let bundle = RegistryBundle::load_files(files.clone(), &LoadBundleOptions::new()).unwrap();
-    let image = push_bundle(&registry.host(), &files, &bundle).await;
-    let (server, _dir) = serve_catalog(&bundle, &image).await;
-
-    // The three services, in-process, watching this namespace.
-    let shutdown = CancellationToken::new();
+    let namespace = namespace.to_owned();
+    let registry_host = registry_host.to_owned();
     let mut tasks = Vec::new();
+    let shutdown = CancellationToken::new();
     {
         let kube_config = plane.config().await.unwrap();
         let mut registry_metrics = olm_runtime::metrics::MetricsRegistry::default();
@@ -193,7 +207,7 @@ async fn a_subscription_installs_an_operator_from_a_bundle_image() {
         let metrics = bundle_unpacker::metrics::UnpackMetrics::register(&mut registry_metrics);
         let config = bundle_unpacker::controller::UnpackerConfig {
             watched_namespaces: vec![namespace.clone()],
-            insecure_registries: [registry.host()].into(),
+            insecure_registries: [registry_host.clone()].into(),
             resync: Duration::from_secs(2),
             watch_grace: Duration::from_millis(100),
             ..Default::default()
@@ -230,6 +244,25 @@ async fn a_subscription_installs_an_operator_from_a_bundle_image() {
                 .unwrap();
         }));
     }
+
+    (shutdown, tasks)
+}
+
+#[tokio::test]
+async fn a_subscription_installs_an_operator_from_a_bundle_image() {
+    let plane = olm_testkit::control_plane();
+    plane.install_crds(&olm_e2e::workspace_root().join("deploy/crds"));
+    let ns = plane.namespace("e2e-install").await;
+    let namespace = ns.name().to_owned();
+    let client = plane.client().await;
+    let registry = olm_testkit::registry::Registry::start().unwrap();
+    let group = format!("{namespace}.e2e.olm.io");
+    let files = bundle_files(&group);
+    let bundle = RegistryBundle::load_files(files.clone(), &LoadBundleOptions::new()).unwrap();
+    let image = push_bundle(&registry.host(), &files, &bundle).await;
+    let (server, _dir) = serve_catalog(&bundle, &image).await;
+
+    let (shutdown, tasks) = start_services(&namespace, &registry.host()).await;
 
     let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &namespace);
     catalogs
@@ -322,6 +355,160 @@ async fn a_subscription_installs_an_operator_from_a_bundle_image() {
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), &namespace);
     deployments.get("gadget-operator").await.unwrap();
+
+    shutdown.cancel();
+    for task in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(20), task).await;
+    }
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let _ = crds
+        .delete(&format!("gadgets.{group}"), &Default::default())
+        .await;
+}
+
+async fn csv_phase(csvs: &Api<ClusterServiceVersion>, name: &str) -> Result<String, String> {
+    let csv = csvs
+        .get_opt(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no CSV {name}"))?;
+    Ok(csv
+        .status
+        .and_then(|s| s.phase)
+        .map(|p| p.to_string())
+        .unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_new_catalog_version_upgrades_along_replaces() {
+    let plane = olm_testkit::control_plane();
+    plane.install_crds(&olm_e2e::workspace_root().join("deploy/crds"));
+    let ns = plane.namespace("e2e-upgrade").await;
+    let namespace = ns.name().to_owned();
+    let client = plane.client().await;
+    let registry = olm_testkit::registry::Registry::start().unwrap();
+    let group = format!("{namespace}.e2e.olm.io");
+    let v1_files = bundle_files_at(&group, "1.0.0", None);
+    let v2_files = bundle_files_at(&group, "2.0.0", Some("gadgets.v1.0.0"));
+    let v1 = RegistryBundle::load_files(v1_files.clone(), &LoadBundleOptions::new()).unwrap();
+    let v2 = RegistryBundle::load_files(v2_files.clone(), &LoadBundleOptions::new()).unwrap();
+    let v1_image = push_bundle(&registry.host(), &v1_files, &v1).await;
+    let v2_image = push_bundle(&registry.host(), &v2_files, &v2).await;
+    let (old_catalog, _old_dir) = serve_bundles(&[(&v1, &v1_image)]).await;
+    let (new_catalog, _new_dir) = serve_bundles(&[(&v1, &v1_image), (&v2, &v2_image)]).await;
+    let (shutdown, tasks) = start_services(&namespace, &registry.host()).await;
+
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &namespace);
+    catalogs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "gadgets-catalog"},
+                "spec": {"sourceType": "grpc", "address": old_catalog.addr().to_string()}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &namespace);
+    groups
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": "og"}, "spec": {"targetNamespaces": [namespace]}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
+    subs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "gadgets"},
+            "spec": {"name": "gadgets", "channel": "stable", "source": "gadgets-catalog", "sourceNamespace": namespace}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &namespace);
+    eventually("v1 Succeeded", WAIT, || async {
+        match csv_phase(&csvs, "gadgets.v1.0.0").await {
+            Ok(phase) if phase == "Succeeded" => Ok(()),
+            other => {
+                let sub = subs.get("gadgets").await.map_err(|e| e.to_string())?;
+                let plans = plans
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Err(format!(
+                    "{other:?}; subscription {}; plans {}",
+                    serde_json::to_string(&sub.status).unwrap(),
+                    serde_json::to_string(
+                        &plans.items.iter().map(|p| &p.status).collect::<Vec<_>>()
+                    )
+                    .unwrap()
+                ))
+            }
+        }
+    })
+    .await;
+
+    // The catalog now serves v2, which replaces v1: the Subscription
+    // upgrades, v2 takes over and v1 is removed.
+    catalogs
+        .patch(
+            "gadgets-catalog",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"address": new_catalog.addr().to_string()}})),
+        )
+        .await
+        .unwrap();
+    eventually("v2 Succeeded and v1 gone", WAIT, || async {
+        let v2 = csv_phase(&csvs, "gadgets.v2.0.0").await?;
+        let v1_left = csvs
+            .get_opt("gadgets.v1.0.0")
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some();
+        if v2 == "Succeeded" && !v1_left {
+            Ok(())
+        } else {
+            Err(format!("v2 {v2}, v1 still there: {v1_left}"))
+        }
+    })
+    .await;
+    let sub = eventually("the Subscription at v2", WAIT, || async {
+        let sub = subs.get("gadgets").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(sub.status.unwrap_or_default()).unwrap();
+        if status["state"] == "AtLatestKnown" && status["installedCSV"] == "gadgets.v2.0.0" {
+            Ok(status)
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    assert_eq!(sub["currentCSV"], "gadgets.v2.0.0");
+    let list = plans.list(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 2, "one plan per resolution");
+    let deployment: k8s_openapi::api::apps::v1::Deployment =
+        Api::namespaced(client.clone(), &namespace)
+            .get("gadget-operator")
+            .await
+            .unwrap();
+    let image = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone();
+    assert_eq!(
+        image.as_deref(),
+        Some("quay.io/example/gadget-operator:v2.0.0")
+    );
 
     shutdown.cancel();
     for task in tasks {

@@ -638,6 +638,23 @@ async fn persist_lookups(
             .and_then(|r| r.name.clone())
             .unwrap_or_default();
         match read_unpacked(context, &catalog_namespace, &lookup.path).await {
+            Ok(Unpacked::Ready(content)) if content.csv_name != lookup.identifier => {
+                // The image does not hold the bundle the catalog described:
+                // installing it would install something nobody resolved.
+                let message = format!(
+                    "the image {} holds the bundle {:?}, but the catalog resolved {:?}",
+                    lookup.path, content.csv_name, lookup.identifier
+                );
+                set_lookup_condition(
+                    &mut lookup,
+                    Type::FAILED,
+                    "True",
+                    "BundleMismatch",
+                    &message,
+                    now,
+                );
+                remaining.push(lookup);
+            }
             Ok(Unpacked::Ready(content)) => {
                 let source = crate::decide::steps::BundleSource {
                     catalog,
