@@ -520,3 +520,113 @@ async fn a_new_catalog_version_upgrades_along_replaces() {
         .delete(&format!("gadgets.{group}"), &Default::default())
         .await;
 }
+
+#[tokio::test]
+async fn a_manual_subscription_waits_for_approval() {
+    let plane = olm_testkit::control_plane();
+    plane.install_crds(&olm_e2e::workspace_root().join("deploy/crds"));
+    let ns = plane.namespace("e2e-manual").await;
+    let namespace = ns.name().to_owned();
+    let client = plane.client().await;
+    let registry = olm_testkit::registry::Registry::start().unwrap();
+    let group = format!("{namespace}.e2e.olm.io");
+    let files = bundle_files(&group);
+    let bundle = RegistryBundle::load_files(files.clone(), &LoadBundleOptions::new()).unwrap();
+    let image = push_bundle(&registry.host(), &files, &bundle).await;
+    let (server, _dir) = serve_catalog(&bundle, &image).await;
+    let (shutdown, tasks) = start_services(&namespace, &registry.host()).await;
+
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &namespace);
+    catalogs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "gadgets-catalog"},
+                "spec": {"sourceType": "grpc", "address": server.addr().to_string()}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &namespace);
+    groups
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": "og"}, "spec": {"targetNamespaces": [namespace]}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
+    subs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "gadgets"},
+            "spec": {"name": "gadgets", "channel": "stable", "source": "gadgets-catalog",
+                     "sourceNamespace": namespace, "installPlanApproval": "Manual"}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+
+    // The plan waits for approval, and the Subscription says so.
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &namespace);
+    let plan_name = eventually("the Subscription pending approval", WAIT, || async {
+        let sub = subs.get("gadgets").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(sub.status.unwrap_or_default()).unwrap();
+        let pending = status["conditions"].as_array().and_then(|c| {
+            c.iter()
+                .find(|c| c["type"] == "InstallPlanPending")
+                .cloned()
+        });
+        match pending {
+            Some(c) if c["reason"] == "RequiresApproval" => Ok(status["installPlanRef"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned()),
+            _ => Err(status.to_string()),
+        }
+    })
+    .await;
+    let plan = plans.get(&plan_name).await.unwrap();
+    assert!(!plan.spec.approved);
+    assert_eq!(plan.spec.approval.as_str(), "Manual");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        csvs.get_opt("gadgets.v1.0.0").await.unwrap().is_none(),
+        "nothing installed before approval"
+    );
+
+    plans
+        .patch(
+            &plan_name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"approved": true}})),
+        )
+        .await
+        .unwrap();
+    eventually("the CSV Succeeded after approval", WAIT, || async {
+        match csv_phase(&csvs, "gadgets.v1.0.0").await {
+            Ok(phase) if phase == "Succeeded" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+
+    shutdown.cancel();
+    for task in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(20), task).await;
+    }
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let _ = crds
+        .delete(&format!("gadgets.{group}"), &Default::default())
+        .await;
+}
