@@ -264,43 +264,7 @@ async fn a_subscription_installs_an_operator_from_a_bundle_image() {
 
     let (shutdown, tasks) = start_services(&namespace, &registry.host()).await;
 
-    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &namespace);
-    catalogs
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "gadgets-catalog"},
-                "spec": {"sourceType": "grpc", "address": server.addr().to_string(), "displayName": "Gadgets"}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &namespace);
-    groups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                "metadata": {"name": "og"}, "spec": {"targetNamespaces": [namespace]}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let subs: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
-    subs.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-            "metadata": {"name": "gadgets"},
-            "spec": {"name": "gadgets", "channel": "stable", "source": "gadgets-catalog", "sourceNamespace": namespace}
-        }))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+    let (_, subs) = subscribe(&client, &namespace, &server.addr().to_string(), None).await;
 
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &namespace);
@@ -367,6 +331,58 @@ async fn a_subscription_installs_an_operator_from_a_bundle_image() {
         .await;
 }
 
+/// Creates the CatalogSource `gadgets-catalog` at `address`, an
+/// OperatorGroup targeting `namespace`, and the Subscription `gadgets` to
+/// its stable channel (with `approval` when given).
+async fn subscribe(
+    client: &kube::Client,
+    namespace: &str,
+    address: &str,
+    approval: Option<&str>,
+) -> (Api<CatalogSource>, Api<Subscription>) {
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
+    catalogs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "gadgets-catalog"},
+                "spec": {"sourceType": "grpc", "address": address, "displayName": "Gadgets"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), namespace);
+    groups
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": "og"}, "spec": {"targetNamespaces": [namespace]}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut spec = json!({"name": "gadgets", "channel": "stable", "source": "gadgets-catalog", "sourceNamespace": namespace});
+    if let Some(approval) = approval {
+        spec["installPlanApproval"] = json!(approval);
+    }
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), namespace);
+    subs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "gadgets"}, "spec": spec
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    (catalogs, subs)
+}
+
 async fn csv_phase(csvs: &Api<ClusterServiceVersion>, name: &str) -> Result<String, String> {
     let csv = csvs
         .get_opt(name)
@@ -399,43 +415,8 @@ async fn a_new_catalog_version_upgrades_along_replaces() {
     let (new_catalog, _new_dir) = serve_bundles(&[(&v1, &v1_image), (&v2, &v2_image)]).await;
     let (shutdown, tasks) = start_services(&namespace, &registry.host()).await;
 
-    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &namespace);
-    catalogs
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "gadgets-catalog"},
-                "spec": {"sourceType": "grpc", "address": old_catalog.addr().to_string()}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &namespace);
-    groups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                "metadata": {"name": "og"}, "spec": {"targetNamespaces": [namespace]}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let subs: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
-    subs.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-            "metadata": {"name": "gadgets"},
-            "spec": {"name": "gadgets", "channel": "stable", "source": "gadgets-catalog", "sourceNamespace": namespace}
-        }))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+    let (catalogs, subs) =
+        subscribe(&client, &namespace, &old_catalog.addr().to_string(), None).await;
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &namespace);
     eventually("v1 Succeeded", WAIT, || async {
@@ -536,44 +517,13 @@ async fn a_manual_subscription_waits_for_approval() {
     let (server, _dir) = serve_catalog(&bundle, &image).await;
     let (shutdown, tasks) = start_services(&namespace, &registry.host()).await;
 
-    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &namespace);
-    catalogs
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "gadgets-catalog"},
-                "spec": {"sourceType": "grpc", "address": server.addr().to_string()}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &namespace);
-    groups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                "metadata": {"name": "og"}, "spec": {"targetNamespaces": [namespace]}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let subs: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
-    subs.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-            "metadata": {"name": "gadgets"},
-            "spec": {"name": "gadgets", "channel": "stable", "source": "gadgets-catalog",
-                     "sourceNamespace": namespace, "installPlanApproval": "Manual"}
-        }))
-        .unwrap(),
+    let (_, subs) = subscribe(
+        &client,
+        &namespace,
+        &server.addr().to_string(),
+        Some("Manual"),
     )
-    .await
-    .unwrap();
+    .await;
 
     // The plan waits for approval, and the Subscription says so.
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &namespace);

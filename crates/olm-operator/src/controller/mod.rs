@@ -26,7 +26,7 @@
 //! copies. No reconcile runs before every cache has delivered its first
 //! list, and `/readyz` says so.
 
-mod caches;
+use olm_runtime::cache as caches;
 mod csv;
 mod events;
 mod install;
