@@ -232,3 +232,81 @@ fn crd_updates_may_not_drop_stored_versions() {
     );
     assert!(message.contains("ns/my-etcd"), "{message}");
 }
+
+#[test]
+fn a_plan_waits_for_the_bundles_its_lookups_name() {
+    let plan = |phase: &str, lookups: &str| -> InstallPlan {
+        serde_yaml_ng::from_str(&format!(
+            "{{apiVersion: operators.coreos.com/v1alpha1, kind: InstallPlan, metadata: {{name: p, namespace: ns}}, spec: {{clusterServiceVersionNames: [a.v1], approval: Automatic, approved: true, generation: 1}}, status: {{phase: {phase}, catalogSources: [], bundleLookups: [{lookups}]}}}}"
+        ))
+        .unwrap()
+    };
+    let lookup = |path: &str, namespace: Option<&str>| {
+        let reference = match namespace {
+            Some(ns) => format!("{{name: c, namespace: '{ns}'}}"),
+            None => "{name: c}".to_owned(),
+        };
+        format!(
+            "{{path: '{path}', identifier: a.v1, replaces: '', catalogSourceRef: {reference}, conditions: []}}"
+        )
+    };
+    // (phase, lookups, catalog namespace of the ConfigMap, image, waits)
+    let cases = [
+        (
+            "Installing",
+            lookup("r/a:1", Some("cat")),
+            "cat",
+            "r/a:1",
+            true,
+        ),
+        (
+            "Installing",
+            lookup("r/a:1", Some("cat")),
+            "ns",
+            "r/a:1",
+            false,
+        ),
+        (
+            "Installing",
+            lookup("r/a:1", Some("cat")),
+            "cat",
+            "r/a:2",
+            false,
+        ),
+        ("Installing", lookup("r/a:1", None), "ns", "r/a:1", true),
+        ("Installing", lookup("r/a:1", Some("")), "ns", "r/a:1", true),
+        (
+            "RequiresApproval",
+            lookup("r/a:1", Some("cat")),
+            "cat",
+            "r/a:1",
+            true,
+        ),
+        (
+            "Complete",
+            lookup("r/a:1", Some("cat")),
+            "cat",
+            "r/a:1",
+            false,
+        ),
+        (
+            "Failed",
+            lookup("r/a:1", Some("cat")),
+            "cat",
+            "r/a:1",
+            false,
+        ),
+    ];
+    for (phase, lookups, namespace, image, waits) in cases {
+        assert_eq!(
+            install_plan::waits_for_bundle(&plan(phase, &lookups), namespace, image),
+            waits,
+            "{phase} {lookups} vs {namespace}/{image}"
+        );
+    }
+    let no_lookups = plan("Installing", "");
+    assert!(!install_plan::waits_for_bundle(&no_lookups, "ns", "r/a:1"));
+    let mut no_status = no_lookups;
+    no_status.status = None;
+    assert!(!install_plan::waits_for_bundle(&no_status, "ns", "r/a:1"));
+}

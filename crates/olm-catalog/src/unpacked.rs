@@ -7,6 +7,9 @@
 //! reference, as upstream names its unpack objects) in the CatalogSource's
 //! namespace carries:
 //!
+//! - labels `olm.managed=true` and `operatorframework.io/bundle-unpack-ref`
+//!   (its own name): readers watch the label, so a ConfigMap without it is
+//!   never seen;
 //! - annotation [`SOURCE_IMAGE`] (`olm.sourceImage`): the image reference;
 //! - annotation [`CONTENT_ENCODING`] (`olm.contentEncoding`): `gzip+json`;
 //! - the bundle's `metadata/annotations.yaml` entries as annotations

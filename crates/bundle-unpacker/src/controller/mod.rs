@@ -31,11 +31,11 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     decide::{
         lookups::{UnpackJob, pending_lookups, watch_due},
-        policy::DEFAULT_UNPACK_TIMEOUT,
         registries::RegistryRule,
     },
     metrics::UnpackMetrics,
 };
+use olm_api::unpack_policy::DEFAULT_UNPACK_TIMEOUT;
 use unpack::{Progress, Worker};
 
 /// Default number of images pulled at once by one replica.

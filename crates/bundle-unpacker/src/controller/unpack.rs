@@ -29,13 +29,13 @@ use crate::{
         content::{self, Content, Owner},
         failure::{self, Failure},
         lookups::UnpackJob,
-        policy::{UnpackPolicy, unpack_policy},
         pull_secrets::{self, PullSecret},
         registries,
         retry::{self, Next},
     },
     metrics::{self, UnpackMetrics},
 };
+use olm_api::unpack_policy::{UnpackPolicy, unpack_policy};
 
 /// How many times a pull that failed for a transient cause (network, 5xx,
 /// 429) is tried within one unpack before the failure is recorded.

@@ -4,9 +4,7 @@
 
 pub mod content;
 pub mod failure;
-pub mod go_duration;
 pub mod lookups;
-pub mod policy;
 pub mod pull_secrets;
 pub mod registries;
 pub mod retry;

@@ -6,7 +6,6 @@
 mod content;
 mod failure;
 mod lookups;
-mod policy;
 mod pull_secrets;
 mod registries;
 mod retry;

@@ -93,7 +93,8 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
         }
     };
     let mut execution = execute(context, &client, &namespace, &name, &mut status.plan).await;
-    if lookups_pending && execution == Execution::Done {
+    let only_content_missing = lookups_pending && execution == Execution::Done;
+    if only_content_missing {
         // Bundle content still to be unpacked: more steps will come.
         execution = Execution::Waiting;
     }
@@ -107,9 +108,14 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
     if decide::terminal(&status) {
         Ok(Action::await_change())
     } else {
-        let recheck =
-            Duration::try_from(decide::INSTALLING_RECHECK).unwrap_or(Duration::from_secs(5));
-        Ok(Action::requeue(recheck))
+        let recheck = if only_content_missing {
+            decide::LOOKUP_RECHECK
+        } else {
+            decide::INSTALLING_RECHECK
+        };
+        Ok(Action::requeue(
+            Duration::try_from(recheck).unwrap_or(Duration::from_secs(5)),
+        ))
     }
 }
 
@@ -546,6 +552,12 @@ async fn read_unpacked(context: &Context, namespace: &str, path: &str) -> Result
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(context.client.clone(), namespace);
     let name = unpacked::config_map_name(path);
+    // The watch on unpacked bundles wakes this plan when the ConfigMap
+    // appears; until the cache has it there is nothing to read.
+    let cached = kube::runtime::reflector::ObjectRef::new(&name).within(namespace);
+    if context.caches.unpacked.get(&cached).is_none() {
+        return Ok(Unpacked::Pending);
+    }
     let Some(found) = api.get_opt(&name).await.map_err(|e| e.to_string())? else {
         return Ok(Unpacked::Pending);
     };
@@ -631,6 +643,7 @@ async fn persist_lookups(
             .catalog_source_ref
             .as_ref()
             .and_then(|r| r.namespace.clone())
+            .filter(|n| !n.is_empty())
             .unwrap_or_else(|| namespace.to_owned());
         let catalog = lookup
             .catalog_source_ref
@@ -738,6 +751,36 @@ async fn persist_lookups(
     }
 }
 
+/// When an unpack requested now for a plan in `namespace` is due: the
+/// OperatorGroup's `operatorframework.io/bundle-unpack-timeout`, read as
+/// bundle-unpacker reads it, else upstream's 10 minutes; `None` when the
+/// group sets `0` (no deadline).
+fn unpack_deadline(context: &Context, namespace: &str, now: Timestamp) -> Option<Timestamp> {
+    let groups: Vec<_> = context
+        .caches
+        .operator_groups
+        .state()
+        .into_iter()
+        .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
+        .collect();
+    let policy = olm_api::unpack_policy::unpack_policy(
+        groups.iter().map(|g| {
+            (
+                g.metadata.name.as_deref().unwrap_or_default(),
+                g.metadata
+                    .annotations
+                    .as_ref()
+                    .unwrap_or(&EMPTY_ANNOTATIONS),
+            )
+        }),
+        Some(olm_api::unpack_policy::DEFAULT_UNPACK_TIMEOUT),
+    );
+    let timeout = jiff::SignedDuration::try_from(policy.timeout?).ok()?;
+    now.checked_add(timeout).ok()
+}
+
+static EMPTY_ANNOTATIONS: BTreeMap<String, String> = BTreeMap::new();
+
 /// Asks the bundle-unpackers (over the bus work queue) to unpack a bundle;
 /// they also watch InstallPlans, so a lost request only delays the work.
 async fn request_unpack(
@@ -779,10 +822,7 @@ async fn request_unpack(
             namespace.to_owned(),
             plan_name.to_owned(),
         )),
-        deadline: now
-            .checked_add(jiff::SignedDuration::from_mins(10))
-            .ok()
-            .map(timestamp),
+        deadline: unpack_deadline(context, namespace, now).map(timestamp),
         occurred_at: Some(timestamp(now)),
     };
     if let Err(error) = context.bus.publish(&request).await {

@@ -17,11 +17,12 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use futures::{StreamExt, channel::mpsc};
 use k8s_openapi::api::{
-    core::v1::{Namespace, Pod, Service, ServiceAccount},
+    core::v1::{ConfigMap, Namespace, Pod, Service, ServiceAccount},
     networking::v1::NetworkPolicy,
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
+    core::PartialObjectMeta,
     runtime::{
         self, applier,
         reflector::{ObjectRef, Store},
@@ -167,6 +168,9 @@ pub(crate) struct Caches {
     pub(crate) subscriptions: Store<Subscription>,
     pub(crate) csvs: Store<ClusterServiceVersion>,
     pub(crate) operator_groups: Store<OperatorGroup>,
+    /// The metadata of the ConfigMaps bundle-unpacker stores bundle content
+    /// (or an unpack failure) in.
+    pub(crate) unpacked: Store<PartialObjectMeta<ConfigMap>>,
 }
 
 /// What every reconcile shares.
@@ -356,6 +360,33 @@ pub async fn run(
             },
         )
     };
+    // Bundle content arriving wakes the plans waiting for it. Only the
+    // metadata is watched: the content is read when a plan needs it.
+    let unpacked = {
+        let tx = plan_tx.clone();
+        let plans = install_plans.store.clone();
+        cache::reflect(
+            Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
+            watcher::Config::default().labels(labels::BUNDLE_UNPACK_REF),
+            readiness.gate("cache:UnpackedBundle"),
+            move |config_map: &PartialObjectMeta<ConfigMap>, _| {
+                let namespace = config_map.metadata.namespace.as_deref().unwrap_or_default();
+                let Some(image) = config_map
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(olm_catalog::unpacked::SOURCE_IMAGE))
+                else {
+                    return;
+                };
+                for plan in plans.state() {
+                    if crate::decide::install_plan::waits_for_bundle(&plan, namespace, image) {
+                        let _ = tx.unbounded_send(ObjectRef::from_obj(plan.as_ref()));
+                    }
+                }
+            },
+        )
+    };
     let subscriptions =
         namespaced_trigger::<Subscription>(&client, &readiness, &ns_tx, watcher::Config::default());
     let csvs = namespaced_trigger::<ClusterServiceVersion>(
@@ -386,6 +417,7 @@ pub async fn run(
         subscriptions: subscriptions.store.clone(),
         csvs: csvs.store.clone(),
         operator_groups: operator_groups.store.clone(),
+        unpacked: unpacked.store.clone(),
     };
     let context = Arc::new(Context {
         client: client.clone(),
@@ -412,6 +444,7 @@ pub async fn run(
         subscriptions.task,
         csvs.task,
         operator_groups.task,
+        unpacked.task,
     ]);
 
     let controllers = {

@@ -29,7 +29,7 @@ use olm_api::{
 };
 use sha2::{Digest, Sha256};
 
-use super::go_duration;
+use olm_api::go_duration;
 
 /// The gRPC port every registry server listens on.
 pub const REGISTRY_GRPC_PORT: i32 = 50051;

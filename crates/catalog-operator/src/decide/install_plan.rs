@@ -20,6 +20,11 @@ use olm_api::{
 pub const DEFAULT_RETRY_TIMEOUT: SignedDuration = SignedDuration::from_mins(1);
 /// How often an Installing InstallPlan is looked at again.
 pub const INSTALLING_RECHECK: SignedDuration = SignedDuration::from_secs(5);
+/// How often an InstallPlan waiting only for bundle content is looked at
+/// again. The content's arrival wakes it through the watch on unpacked
+/// bundles (see [`waits_for_bundle`]); this is the safety net, and each look
+/// re-sends the unpack request in case the bus lost it.
+pub const LOOKUP_RECHECK: SignedDuration = SignedDuration::from_secs(30);
 /// InstallPlans kept per namespace.
 pub const MAX_INSTALL_PLANS_PER_NAMESPACE: usize = 5;
 /// InstallPlans deleted per namespace in one sweep.
@@ -265,6 +270,29 @@ pub fn invalid_existing_cr_message(
     format!(
         "error validating existing CRs against new CRD's schema for {crd_name:?}: error validating {object} (version {version}): updated validation is too restrictive: {detail}"
     )
+}
+
+/// Whether `plan` is still waiting for the content of `image` from a catalog
+/// in `catalog_namespace`: the unpacked bundle stored for that image (or a
+/// failure recorded for it) is what it needs to go on. A lookup without a
+/// catalog namespace uses the plan's own namespace, as upstream does.
+pub fn waits_for_bundle(plan: &InstallPlan, catalog_namespace: &str, image: &str) -> bool {
+    let Some(status) = plan.status.as_ref() else {
+        return false;
+    };
+    if terminal(status) {
+        return false;
+    }
+    let plan_namespace = plan.metadata.namespace.as_deref().unwrap_or_default();
+    status.bundle_lookups.iter().any(|lookup| {
+        let namespace = lookup
+            .catalog_source_ref
+            .as_ref()
+            .and_then(|r| r.namespace.as_deref())
+            .filter(|n| !n.is_empty())
+            .unwrap_or(plan_namespace);
+        lookup.path == image && namespace == catalog_namespace
+    })
 }
 
 /// Whether an InstallPlan is finished (nothing more will happen to it).

@@ -4,7 +4,6 @@
 
 pub mod catalog_source;
 pub mod crd_schema;
-pub mod go_duration;
 pub mod image_template;
 pub mod install_plan;
 pub mod steps;

@@ -438,6 +438,16 @@ async fn store_unpacked(
     let mut map = k8s_openapi::api::core::v1::ConfigMap {
         metadata: kube::api::ObjectMeta {
             name: Some(unpacked::config_map_name(path)),
+            labels: Some(
+                [
+                    ("olm.managed".to_owned(), "true".to_owned()),
+                    (
+                        "operatorframework.io/bundle-unpack-ref".to_owned(),
+                        unpacked::config_map_name(path),
+                    ),
+                ]
+                .into(),
+            ),
             annotations: Some(all),
             ..Default::default()
         },

@@ -1,12 +1,16 @@
-//! Go durations and the OperatorGroup annotations read with them.
+//! Go durations as lengths of time, and the OperatorGroup annotations read
+//! with them (the unpack policy).
+#![allow(clippy::unwrap_used)]
 
 use std::{collections::BTreeMap, time::Duration};
 
-use bundle_unpacker::decide::{
+use olm_api::{
     go_duration::{self, DurationError, MAX_DURATION_TEXT},
-    policy::{DEFAULT_RETRY_INTERVAL, DEFAULT_UNPACK_TIMEOUT, MIN_RETRY_INTERVAL, unpack_policy},
+    labels::{BUNDLE_UNPACK_MIN_RETRY_INTERVAL, BUNDLE_UNPACK_TIMEOUT},
+    unpack_policy::{
+        DEFAULT_RETRY_INTERVAL, DEFAULT_UNPACK_TIMEOUT, MIN_RETRY_INTERVAL, unpack_policy,
+    },
 };
-use olm_api::labels::{BUNDLE_UNPACK_MIN_RETRY_INTERVAL, BUNDLE_UNPACK_TIMEOUT};
 use proptest::prelude::*;
 
 #[test]
@@ -36,26 +40,28 @@ fn go_durations_parse_as_go_parses_them() {
         ("5 m", Err(())),
     ];
     for (input, expected) in cases {
-        let got = go_duration::parse(input);
+        let got = go_duration::parse_non_negative(input);
         match expected {
             Ok(d) => assert_eq!(got.as_ref().ok(), Some(d), "{input:?}: {got:?}"),
             Err(()) => assert!(got.is_err(), "{input:?} must fail, got {got:?}"),
         }
     }
     assert!(matches!(
-        go_duration::parse("5"),
+        go_duration::parse_non_negative("5"),
         Err(DurationError::MissingUnit(_))
     ));
     assert!(matches!(
-        go_duration::parse("5d"),
+        go_duration::parse_non_negative("5d"),
         Err(DurationError::UnknownUnit { .. })
     ));
     assert!(matches!(
-        go_duration::parse("-1s"),
+        go_duration::parse_non_negative("-1s"),
         Err(DurationError::Negative(_))
     ));
     assert_eq!(
-        go_duration::parse("5d").unwrap_err().to_string(),
+        go_duration::parse_non_negative("5d")
+            .unwrap_err()
+            .to_string(),
         "time: unknown unit \"d\" in duration \"5d\""
     );
 }
@@ -64,23 +70,23 @@ fn go_durations_parse_as_go_parses_them() {
 fn over_long_duration_text_is_refused() {
     let long = format!("{}s", "1".repeat(MAX_DURATION_TEXT));
     assert!(matches!(
-        go_duration::parse(&long),
+        go_duration::parse_non_negative(&long),
         Err(DurationError::Invalid(_))
     ));
     let fits = format!("{}s", "0".repeat(MAX_DURATION_TEXT - 2));
-    assert!(go_duration::parse(&fits).is_ok());
+    assert!(go_duration::parse_non_negative(&fits).is_ok());
 }
 
 proptest! {
     #[test]
     fn any_text_parses_or_fails_without_panicking(text in "\\PC{0,80}") {
-        let _ = go_duration::parse(&text);
+        let _ = go_duration::parse_non_negative(&text);
     }
 
     #[test]
     fn whole_units_round_trip(h in 0u64..1000, m in 0u64..60, s in 0u64..60) {
         let text = format!("{h}h{m}m{s}s");
-        prop_assert_eq!(go_duration::parse(&text).unwrap(), Duration::from_secs(h * 3600 + m * 60 + s));
+        prop_assert_eq!(go_duration::parse_non_negative(&text).unwrap(), Duration::from_secs(h * 3600 + m * 60 + s));
     }
 }
 

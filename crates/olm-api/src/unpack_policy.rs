@@ -1,12 +1,15 @@
-//! The per-namespace unpack policy: the deadline of one unpack and the
-//! interval before a recorded failure is retried, read from the
-//! OperatorGroup annotations upstream defines.
+//! The unpack policy of a namespace: how long one bundle unpack may take and
+//! how soon a recorded failure is retried, from the OperatorGroup annotations
+//! upstream defines. bundle-unpacker enforces it; catalog-operator puts the
+//! deadline on the unpack requests it sends, so both read the annotations
+//! the same way.
 
 use std::{collections::BTreeMap, time::Duration};
 
-use olm_api::labels::{BUNDLE_UNPACK_MIN_RETRY_INTERVAL, BUNDLE_UNPACK_TIMEOUT};
-
-use super::go_duration;
+use crate::{
+    go_duration,
+    labels::{BUNDLE_UNPACK_MIN_RETRY_INTERVAL, BUNDLE_UNPACK_TIMEOUT},
+};
 
 /// Upstream's default unpack deadline (`--bundle-unpack-timeout`).
 pub const DEFAULT_UNPACK_TIMEOUT: Duration = Duration::from_secs(10 * 60);
@@ -51,7 +54,7 @@ pub fn unpack_policy<'a>(
     let mut warnings = Vec::new();
     let timeout = match find(BUNDLE_UNPACK_TIMEOUT) {
         None => default_timeout,
-        Some((name, text)) => match go_duration::parse(text.trim()) {
+        Some((name, text)) => match go_duration::parse_non_negative(text.trim()) {
             Ok(d) if d.is_zero() => None,
             Ok(d) => Some(d),
             Err(error) => {
@@ -64,7 +67,7 @@ pub fn unpack_policy<'a>(
     };
     let retry_interval = match find(BUNDLE_UNPACK_MIN_RETRY_INTERVAL) {
         None => DEFAULT_RETRY_INTERVAL,
-        Some((name, text)) => match go_duration::parse(text.trim()) {
+        Some((name, text)) => match go_duration::parse_non_negative(text.trim()) {
             Ok(d) if d.is_zero() => DEFAULT_RETRY_INTERVAL,
             Ok(d) => d.max(MIN_RETRY_INTERVAL),
             Err(error) => {

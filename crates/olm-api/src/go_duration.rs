@@ -1,7 +1,9 @@
 //! Go's `time.Duration` text form, which upstream OLM reads from
-//! `spec.updateStrategy.registryPoll.interval` and from OperatorGroup
-//! annotations (`operatorframework.io/bundle-unpack-timeout`), and prints in
-//! messages ("Using the default value of 15m0s instead").
+//! `spec.updateStrategy.registryPoll.interval` and from the OperatorGroup
+//! annotations `operatorframework.io/bundle-unpack-timeout` and
+//! `operatorframework.io/bundle-unpack-min-retry-interval`, and prints in
+//! messages ("Using the default value of 15m0s instead"). One parser for
+//! every service, so an annotation means the same everywhere.
 
 use std::fmt::Write as _;
 
@@ -10,19 +12,26 @@ use jiff::SignedDuration;
 /// Why a duration could not be read; the text is Go's error text, which
 /// upstream puts in status messages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("time: {kind} {quoted}")]
-pub struct DurationError {
-    kind: &'static str,
-    quoted: String,
-}
-
-impl DurationError {
-    fn new(kind: &'static str, input: &str) -> Self {
-        Self {
-            kind,
-            quoted: go_quote(input),
-        }
-    }
+pub enum DurationError {
+    /// Not a duration at all (or longer than [`MAX_DURATION_TEXT`], or out
+    /// of range).
+    #[error("time: invalid duration {}", go_quote(.0))]
+    Invalid(String),
+    /// A number without a unit.
+    #[error("time: missing unit in duration {}", go_quote(.0))]
+    MissingUnit(String),
+    /// A unit Go does not know.
+    #[error("time: unknown unit {} in duration {}", go_quote(.unit), go_quote(.input))]
+    UnknownUnit {
+        /// The unit.
+        unit: String,
+        /// The whole text.
+        input: String,
+    },
+    /// A negative duration where only a length of time makes sense (see
+    /// [`parse_non_negative`]).
+    #[error("negative duration {}", go_quote(.0))]
+    Negative(String),
 }
 
 /// The longest input considered; Go has no such limit, but nothing sensible
@@ -48,10 +57,10 @@ const MAX_NANOS: u128 = i64::MAX as u128;
 /// `ms`, `s`, `m`, `h`), for example `300ms`, `1.5h` or `2h45m`; a bare `0` is
 /// zero.
 pub fn parse(input: &str) -> Result<SignedDuration, DurationError> {
+    let invalid = || DurationError::Invalid(input.to_owned());
     if input.len() > MAX_DURATION_TEXT {
-        return Err(DurationError::new("invalid duration", input));
+        return Err(invalid());
     }
-    let invalid = || DurationError::new("invalid duration", input);
     let (negative, mut rest) = match input.as_bytes().first() {
         Some(b'-') => (true, &input[1..]),
         Some(b'+') => (false, &input[1..]),
@@ -83,12 +92,12 @@ pub fn parse(input: &str) -> Result<SignedDuration, DurationError> {
             .map_or(after.len(), |(i, _)| i);
         let (unit, after) = after.split_at(unit_len);
         if unit.is_empty() {
-            return Err(DurationError::new("missing unit in duration", input));
+            return Err(DurationError::MissingUnit(input.to_owned()));
         }
         let Some(&(_, scale)) = NANOS_PER.iter().find(|(name, _)| *name == unit) else {
-            return Err(DurationError {
-                kind: "unknown unit",
-                quoted: format!("{} in duration {}", go_quote(unit), go_quote(input)),
+            return Err(DurationError::UnknownUnit {
+                unit: unit.to_owned(),
+                input: input.to_owned(),
             });
         };
         let whole: u128 = if int_part.is_empty() {
@@ -116,6 +125,16 @@ pub fn parse(input: &str) -> Result<SignedDuration, DurationError> {
     let nanos = i64::try_from(total).map_err(|_| invalid())?;
     let nanos = if negative { -nanos } else { nanos };
     Ok(SignedDuration::from_nanos(nanos))
+}
+
+/// Parses a length of time (a deadline, an interval): as [`parse`], but a
+/// negative value is an error rather than a duration.
+pub fn parse_non_negative(input: &str) -> Result<std::time::Duration, DurationError> {
+    let duration = parse(input)?;
+    if duration.is_negative() {
+        return Err(DurationError::Negative(input.to_owned()));
+    }
+    std::time::Duration::try_from(duration).map_err(|_| DurationError::Invalid(input.to_owned()))
 }
 
 /// Formats a duration as Go's `Duration.String` does: `15m0s`, `1h30m0s`,
@@ -229,8 +248,31 @@ mod tests {
                 "{text}"
             );
         }
-        let long = "1s".repeat(40);
-        assert!(parse(&long).is_err(), "over MAX_DURATION_TEXT");
+        let long = format!("{}s", "1".repeat(MAX_DURATION_TEXT));
+        assert_eq!(parse(&long), Err(DurationError::Invalid(long.clone())));
+        let fits = format!("{}s", "0".repeat(MAX_DURATION_TEXT - 1));
+        assert_eq!(parse(&fits), Ok(SignedDuration::ZERO));
+    }
+
+    #[test]
+    fn lengths_of_time_may_not_be_negative() {
+        assert_eq!(
+            parse_non_negative("90s"),
+            Ok(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(parse_non_negative("-0"), Ok(std::time::Duration::ZERO));
+        assert_eq!(
+            parse_non_negative("-1s"),
+            Err(DurationError::Negative("-1s".to_owned()))
+        );
+        assert_eq!(
+            parse_non_negative("-1s").unwrap_err().to_string(),
+            "negative duration \"-1s\""
+        );
+        assert_eq!(
+            parse_non_negative("5"),
+            Err(DurationError::MissingUnit("5".to_owned()))
+        );
     }
 
     #[test]
