@@ -32,10 +32,25 @@ const WORKLOADS_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Set this variable to keep the control plane's folder (state and component
 /// logs) after the test process exits.
 pub(crate) const KEEP_ENV: &str = "OLM_TESTKIT_KEEP";
+/// Set this variable (to anything) to have kube-apiserver write an audit log
+/// of every request, metadata only, to `audit.log` in the control plane's
+/// folder: benchmarks count API requests per client with it
+/// ([`crate::audit`]).
+pub const AUDIT_ENV: &str = "OLM_TESTKIT_AUDIT";
+/// The audit policy: one event per request, when it completes (a watch's
+/// when it starts), with metadata only.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+";
 /// How long a newly applied CRD may take to become Established.
 pub const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(60);
 /// Where the control plane keeps its state when the folder exists.
 const SHARED_MEMORY_DIR: &str = "/dev/shm";
+/// The audit log's file name in the control plane's folder.
+const AUDIT_LOG: &str = "audit.log";
 /// The fake node kwok manages.
 pub const KWOK_NODE_NAME: &str = "kwok-node-0";
 /// The annotation that hands a node to kwok.
@@ -183,7 +198,22 @@ impl ControlPlane {
         let mut apiserver = Supervised::spawn(
             "kube-apiserver",
             &assets::find_pinned("kube-apiserver")?,
-            &apiserver_args(&dir, &pki, &etcd_url, apiserver_port),
+            &{
+                let mut args = apiserver_args(&dir, &pki, &etcd_url, apiserver_port);
+                if std::env::var_os(AUDIT_ENV).is_some() {
+                    let policy = dir.join("apiserver").join("audit-policy.yaml");
+                    std::fs::write(&policy, AUDIT_POLICY)
+                        .map_err(|source| Error::io(&policy, source))?;
+                    args.push(format!("--audit-policy-file={}", policy.display()));
+                    args.push(format!(
+                        "--audit-log-path={}",
+                        dir.join(AUDIT_LOG).display()
+                    ));
+                    args.push("--audit-log-format=json".to_owned());
+                    args.push("--audit-log-mode=blocking".to_owned());
+                }
+                args
+            },
             &logs.join("kube-apiserver.log"),
             &[],
         )?;
@@ -277,6 +307,13 @@ impl ControlPlane {
     /// (`logs/*.log`).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The audit log kube-apiserver writes when [`AUDIT_ENV`] was set at
+    /// start-up; `None` otherwise.
+    pub fn audit_log(&self) -> Option<PathBuf> {
+        let path = self.dir.join(AUDIT_LOG);
+        path.is_file().then_some(path)
     }
 
     /// How long start-up took.

@@ -12,6 +12,7 @@
 //! other crate of ours, so that every crate can use it.
 
 pub mod assets;
+pub mod audit;
 mod control_plane;
 mod error;
 pub mod nats;
@@ -21,8 +22,8 @@ pub mod registry;
 mod testdata;
 
 pub use control_plane::{
-    CRD_ESTABLISHED_TIMEOUT, ControlPlane, ControlPlaneTimings, KWOK_NODE_NAME, TestNamespace,
-    control_plane,
+    AUDIT_ENV, CRD_ESTABLISHED_TIMEOUT, ControlPlane, ControlPlaneTimings, KWOK_NODE_NAME,
+    TestNamespace, control_plane,
 };
 pub use error::Error;
 pub use testdata::testdata;
