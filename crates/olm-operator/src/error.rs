@@ -99,6 +99,35 @@ pub enum Error {
         source: Box<olm_runtime::Error>,
     },
 
+    /// The identity a CSV must be installed with is not known yet (the
+    /// OperatorGroup's ServiceAccount is missing, or the groups of the
+    /// namespace are ambiguous); the CSV is retried with backoff.
+    #[error("cannot pick the identity to install with")]
+    InstallIdentity {
+        /// Upstream's words for it.
+        #[source]
+        source: crate::decide::scoped::IdentityUnavailable,
+    },
+
+    /// Serving certificates of a Deployment behind an owned APIService or
+    /// webhook could not be read or issued.
+    #[error("serving certificates of deployment {deployment}")]
+    Certificates {
+        /// The strategy Deployment.
+        deployment: String,
+        /// Why.
+        #[source]
+        source: olm_certs::CertError,
+    },
+
+    /// An owned APIService or webhook cannot be installed; the message is
+    /// upstream's.
+    #[error("{message}")]
+    Serving {
+        /// What is wrong.
+        message: String,
+    },
+
     /// A CSV being deleted still has cluster-scoped objects carrying its owner
     /// labels; the finalizer stays until they are gone.
     #[error("waiting for {kinds} to delete")]
@@ -124,6 +153,9 @@ impl Error {
             Error::ReplacementCycle { .. } => "ReplacementCycle",
             Error::InstallCheck { .. } => "InstallCheckFailed",
             Error::CleanupPending { .. } => "CleanupPending",
+            Error::Certificates { .. } => "CertificatesFailed",
+            Error::Serving { .. } => "ServingInstallFailed",
+            Error::InstallIdentity { .. } => "InstallIdentityUnavailable",
             Error::Kube { source, .. } => olm_runtime::error::kube_error_category(source),
             Error::Runtime { source, .. } => source.category(),
         }

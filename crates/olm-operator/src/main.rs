@@ -57,6 +57,33 @@ struct Cli {
     )]
     protected_copied_csv_namespaces: Vec<String>,
 
+    /// Lifetime of a new CA of the serving certificates of owned APIServices
+    /// and webhooks (upstream: 730 days).
+    #[arg(long = "cert-ca-lifetime", env = "OLM_CERT_CA_LIFETIME", default_value = "17520h", value_parser = parse_duration)]
+    cert_ca_lifetime: Duration,
+
+    /// Lifetime of a new serving certificate of owned APIServices and
+    /// webhooks (upstream: 730 days).
+    #[arg(long = "cert-serving-lifetime", env = "OLM_CERT_SERVING_LIFETIME", default_value = "17520h", value_parser = parse_duration)]
+    cert_serving_lifetime: Duration,
+
+    /// Fraction of its lifetime after which a serving certificate is renewed.
+    #[arg(
+        long = "cert-serving-renew-fraction",
+        env = "OLM_CERT_SERVING_RENEW_FRACTION",
+        default_value_t = 0.8
+    )]
+    cert_serving_renew_fraction: f64,
+
+    /// Validity left on a CA when it is replaced.
+    #[arg(long = "cert-ca-renew-before", env = "OLM_CERT_CA_RENEW_BEFORE", default_value = "720h", value_parser = parse_duration)]
+    cert_ca_renew_before: Duration,
+
+    /// Time a new CA bundle or certificate is given to reach every client
+    /// before the next rotation step relies on it.
+    #[arg(long = "cert-overlap", env = "OLM_CERT_OVERLAP", default_value = "1h", value_parser = parse_duration)]
+    cert_overlap: Duration,
+
     #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
@@ -65,6 +92,20 @@ struct Cli {
     admin: AdminServerArgs,
     #[command(flatten)]
     leader_election: LeaderElectionArgs,
+}
+
+impl Cli {
+    /// The serving-certificate lifetimes and thresholds of owned APIServices
+    /// and webhooks.
+    fn certificate_policy(&self) -> olm_certs::RotationPolicy {
+        olm_certs::RotationPolicy {
+            ca_lifetime: self.cert_ca_lifetime,
+            serving_lifetime: self.cert_serving_lifetime,
+            serving_renew_fraction: self.cert_serving_renew_fraction,
+            ca_renew_before: self.cert_ca_renew_before,
+            overlap: self.cert_overlap,
+        }
+    }
 }
 
 #[tokio::main]
@@ -112,7 +153,12 @@ async fn main() -> anyhow::Result<()> {
         Some(config) => LeaderHandle::spawn(client.clone(), config)?,
         None => LeaderHandle::always_leader(),
     };
+    let certificates = cli.certificate_policy();
+    certificates
+        .validate()
+        .context("invalid serving certificate settings")?;
     let config = ControllerConfig {
+        certificates,
         watched_namespaces: cli.watched_namespaces,
         resync: cli.interval,
         protected_copied_csv_namespaces: cli
@@ -169,6 +215,21 @@ mod tests {
             .map(|arg| arg.get_id().to_string())
             .collect();
         assert!(missing.is_empty(), "flags without env: {missing:?}");
+    }
+
+    #[test]
+    fn default_certificate_settings_are_upstream_lifetimes_and_valid() {
+        let cli = Cli::try_parse_from(["olm-operator"]).expect("defaults parse");
+        let policy = cli.certificate_policy();
+        policy.validate().expect("valid");
+        assert_eq!(
+            policy.ca_lifetime,
+            olm_certs::policy::UPSTREAM_CERT_LIFETIME
+        );
+        assert_eq!(
+            policy.serving_lifetime,
+            olm_certs::policy::UPSTREAM_CERT_LIFETIME
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::{
     decide::{
         copied_csv::is_copied,
         csv_phase::{
-            CsvAction, CsvDecision, CsvObservation, DeploymentsCheck, InstallCheck,
+            CsvAction, CsvDecision, CsvObservation, DeploymentsCheck, InstallCheck, InstallOutcome,
             OwnedClusterObjects, after_install, decide,
         },
         csv_status::{self, CsvEvent, EventType},
@@ -305,8 +305,17 @@ async fn sync(csv: &ClusterServiceVersion, context: &Context) -> Result<Action, 
         && phase == CsvPhase::PENDING
         && is_member(csv)
         && validate_strategy(csv).is_ok()
-        && let Err(error) = install::ensure_rbac(&context.client, csv).await
+        && let Ok(install_client) = super::scoped::install_client(context, csv)
+        && let Err(error) = install::ensure_rbac(&install_client, csv).await
     {
+        // Refused (a scoped install whose ServiceAccount may not grant
+        // this): fail as a refused install does, so the CSV says why and
+        // is retried when RBAC changes.
+        if error.category() == "kube_forbidden" {
+            let message = olm_runtime::events::error_chain(&error);
+            let decision = after_install(csv, &InstallOutcome::Forbidden(message), now);
+            return act(csv, context, decision, &[], now).await;
+        }
         tracing::warn!(
             error = &error as &dyn std::error::Error,
             "cannot apply the csv's service accounts and rbac"
@@ -318,17 +327,31 @@ async fn sync(csv: &ClusterServiceVersion, context: &Context) -> Result<Action, 
     }
 
     let surroundings = dereference(context, &namespace);
-    let facts = requirement_facts(context, csv);
+    let mut facts = requirement_facts(context, csv);
+    (facts.api_services, facts.discovered) =
+        super::serving::requirement_discovery(&context.client, csv).await;
     let replaced_condition = replaced_by_this(csv, &surroundings.namespace_csvs).and_then(|old| {
         context.caches.operator_conditions.get(
             &ObjectRef::new(old.metadata.name.as_deref().unwrap_or_default()).within(&namespace),
         )
     });
-    let deployments = match check_deployments(
-        csv,
-        &surroundings.deployments,
-        DeploymentOverrides::default(),
-    ) {
+    let config = super::subscriptions::config_for_csv(context, csv);
+    let overrides = DeploymentOverrides {
+        config: config.as_ref(),
+        ..DeploymentOverrides::default()
+    };
+    // Owned APIServices and webhooks: certificates, availability, resources.
+    let serving = if deleting || is_copied(csv) {
+        super::serving::ServingObservation::default()
+    } else {
+        super::serving::observe(context, csv, &surroundings.deployments).await?
+    };
+    let overrides = DeploymentOverrides {
+        serving_certs: serving.injections.as_deref().unwrap_or_default(),
+        ..overrides
+    };
+    let deployments = match check_deployments(csv, &surroundings.deployments, overrides) {
+        _ if serving.injections.is_none() => DeploymentsCheck::ExpectedSpecInvalid,
         Ok(()) => DeploymentsCheck::Healthy,
         Err(error) => DeploymentsCheck::Unhealthy(error),
     };
@@ -340,13 +363,25 @@ async fn sync(csv: &ClusterServiceVersion, context: &Context) -> Result<Action, 
         requirements: evaluate(csv, &facts, &surroundings.namespace_csvs),
         install: InstallCheck {
             deployments,
-            ..InstallCheck::default()
+            api_services: serving.api_services.clone(),
+            webhooks: serving.webhooks.clone(),
         },
+        api_service_owner_conflict: serving.owner_conflict,
+        api_service_resources: serving.resources.clone(),
+        cert_rotation_due: serving.outlook.rotation_due(),
         owned_cluster_objects: owned_cluster_objects(context, csv),
         replaced_operator_condition: replaced_condition.as_deref(),
         ..CsvObservation::new(csv, now)
     };
-    let decision = decide(&observation);
+    let mut decision = decide(&observation);
+    // Certificates are looked at again when they next need a step, whatever
+    // else happens (the decision is the certificates', not a status field's).
+    if let Some(after) = serving.next_rotation_in(std::time::SystemTime::now()) {
+        decision.actions.push(CsvAction::Requeue {
+            name: csv.name_any(),
+            after: Some(after),
+        });
+    }
     let action = act(csv, context, decision, &surroundings.deployments, now).await?;
     if !deleting
         && !is_copied(csv)
@@ -384,7 +419,37 @@ async fn act(
     for action in actions {
         match action {
             CsvAction::RunInstaller => {
-                let outcome = install::run_installer(&context.client, csv, deployments).await;
+                // Upstream leaves the CSV as it is while the identity to
+                // install with is unknown; the OperatorGroup's condition
+                // says why, and the CSV is retried with backoff.
+                let client = super::scoped::install_client(context, csv)
+                    .map_err(|source| Error::InstallIdentity { source })?;
+                let config = super::subscriptions::config_for_csv(context, csv);
+                let overrides = DeploymentOverrides {
+                    config: config.as_ref(),
+                    ..DeploymentOverrides::default()
+                };
+                let csvs = super::serving::all_csvs(context);
+                let group = match context
+                    .caches
+                    .operator_groups
+                    .state()
+                    .iter()
+                    .filter(|g| g.metadata.namespace == csv.metadata.namespace)
+                    .collect::<Vec<_>>()
+                    .as_slice()
+                {
+                    [only] => Some(OperatorGroup::clone(only)),
+                    _ => None,
+                };
+                let serving = super::serving::ServingInputs {
+                    policy: &context.config.certificates,
+                    operator_group: group.as_ref(),
+                    csvs: &csvs,
+                    subscription_annotations: config.as_ref().map(|c| &c.annotations),
+                };
+                let outcome =
+                    install::run_installer(&client, csv, deployments, overrides, serving).await;
                 let mut installed = csv.clone();
                 if let Some(status) = &decision.status {
                     installed.status = Some(status.clone());
@@ -748,6 +813,15 @@ async fn delete_owned_cluster_objects(
         .join(",");
     let list = ListParams::default().labels(&selector);
     let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+    let namespace_csvs: Vec<ClusterServiceVersion> = context
+        .caches
+        .csvs
+        .state()
+        .iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .map(|c| ClusterServiceVersion::clone(c))
+        .collect();
+    super::serving::cleanup(&context.client, csv, &namespace_csvs).await?;
     delete_namespaced::<Deployment>(context, &namespace, &list, csv).await?;
     delete_namespaced::<RoleBinding>(context, &namespace, &list, csv).await?;
     delete_namespaced::<Role>(context, &namespace, &list, csv).await?;

@@ -17,7 +17,7 @@ use super::FIELD_MANAGER;
 use crate::{
     Error,
     decide::{
-        csv_phase::InstallOutcome,
+        csv_phase::{InstallOutcome, IssuedCertificates},
         deployment::{DeploymentOverrides, build_deployments, orphaned_deployments},
         rbac::rbac_for_csv,
     },
@@ -87,9 +87,11 @@ pub(crate) async fn run_installer(
     client: &Client,
     csv: &ClusterServiceVersion,
     existing: &[Deployment],
+    overrides: DeploymentOverrides<'_>,
+    serving: super::serving::ServingInputs<'_>,
 ) -> InstallOutcome {
-    match install(client, csv, existing).await {
-        Ok(()) => InstallOutcome::Installed { certificates: None },
+    match install(client, csv, existing, overrides, serving).await {
+        Ok(certificates) => InstallOutcome::Installed { certificates },
         Err(error) => {
             let message = olm_runtime::events::error_chain(&error);
             if error.category() == "kube_forbidden" {
@@ -105,11 +107,20 @@ async fn install(
     client: &Client,
     csv: &ClusterServiceVersion,
     existing: &[Deployment],
-) -> Result<(), Error> {
+    overrides: DeploymentOverrides<'_>,
+    serving: super::serving::ServingInputs<'_>,
+) -> Result<Option<IssuedCertificates>, Error> {
     ensure_rbac(client, csv).await?;
+    // Services, certificates, APIServices and webhooks come first: the
+    // Deployments mount the certificates and carry their CA's hash.
+    let serving = super::serving::install(client, csv, serving).await?;
+    let overrides = DeploymentOverrides {
+        serving_certs: &serving.injections,
+        ..overrides
+    };
     let namespace = csv.metadata.namespace.clone().unwrap_or_default();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
-    for deployment in build_deployments(csv, DeploymentOverrides::default())? {
+    for deployment in build_deployments(csv, overrides)? {
         apply(&deployments, &FIELD_MANAGER, &deployment)
             .await
             .map_err(runtime("cannot apply deployment"))?;
@@ -123,5 +134,5 @@ async fn install(
             .await
             .map_err(runtime("cannot delete orphaned deployment"))?;
     }
-    Ok(())
+    Ok(serving.certificates)
 }

@@ -23,8 +23,14 @@
 //! named by its owner labels; a change to an OperatorGroup requeues the CSVs
 //! of its namespace; a change to a CRD requeues the CSVs that own or require
 //! it; a change to a Namespace requeues every OperatorGroup and every CSV's
-//! copies. No reconcile runs before every cache has delivered its first
-//! list, and `/readyz` says so.
+//! copies. Metadata-only watches on `olm.managed` Secrets, webhook
+//! configurations and APIServices wake the CSV named by their owner labels
+//! (see `serving`). No reconcile runs before every cache has delivered its first
+//! list, and `/readyz` says so. Subscriptions are cached trimmed and wake
+//! their CSVs only when their config or CSV names change
+//! ([`subscriptions`]); every Role, RoleBinding, ClusterRole and
+//! ClusterRoleBinding is also watched, metadata-only and uncached, to retry
+//! installs the API server refused ([`scoped`]).
 
 use olm_runtime::cache as caches;
 mod csv;
@@ -34,6 +40,9 @@ mod olm_config;
 mod operator;
 mod operator_condition;
 mod operator_group;
+mod scoped;
+mod serving;
+mod subscriptions;
 mod targets;
 
 use std::{sync::Arc, time::Duration};
@@ -111,6 +120,9 @@ pub struct ControllerConfig {
     /// namespaces even when the `cluster` OLMConfig disables copies
     /// (upstream's `--protectedCopiedCSVNamespaces`).
     pub protected_copied_csv_namespaces: std::collections::BTreeSet<String>,
+    /// Lifetimes and thresholds of the serving certificates of owned
+    /// APIServices and webhooks.
+    pub certificates: olm_certs::RotationPolicy,
 }
 
 impl Default for ControllerConfig {
@@ -119,6 +131,7 @@ impl Default for ControllerConfig {
             watched_namespaces: Vec::new(),
             resync: DEFAULT_RESYNC,
             protected_copied_csv_namespaces: std::collections::BTreeSet::new(),
+            certificates: olm_certs::RotationPolicy::default(),
         }
     }
 }
@@ -378,11 +391,16 @@ pub async fn run(
         )
     };
 
+    // The groups of a namespace depend on each other (the
+    // MultipleOperatorGroup condition), so a change of one wakes the others
+    // through the store, which exists only once the reflector does.
+    let group_store: Arc<std::sync::OnceLock<Store<OperatorGroup>>> = Arc::default();
     let operator_groups = {
         let csvs = csvs.clone();
         let csv_tx = csv_tx.clone();
         let og_tx = og_tx.clone();
         let client = client.clone();
+        let group_store = group_store.clone();
         caches::reflect(
             config.api::<OperatorGroup>(&client),
             watcher::Config::default(),
@@ -393,6 +411,13 @@ pub async fn run(
                 }
                 let _ = og_tx.unbounded_send(ObjectRef::from_obj(group));
                 let namespace = group.metadata.namespace.as_deref();
+                for sibling in group_store.get().map(Store::state).unwrap_or_default() {
+                    if sibling.metadata.namespace.as_deref() == namespace
+                        && sibling.metadata.name != group.metadata.name
+                    {
+                        let _ = og_tx.unbounded_send(ObjectRef::from_obj(sibling.as_ref()));
+                    }
+                }
                 requeue_csvs(
                     &csv_tx,
                     csvs.state()
@@ -403,6 +428,7 @@ pub async fn run(
             },
         )
     };
+    let _ = group_store.set(operator_groups.store.clone());
     let namespaces = {
         let groups = operator_groups.store.clone();
         let og_tx = og_tx.clone();
@@ -483,25 +509,8 @@ pub async fn run(
             },
         )
     };
-    let subscriptions = {
-        let csv_tx = csv_tx.clone();
-        caches::reflect(
-            config.api::<Subscription>(&client),
-            watcher::Config::default(),
-            readiness.gate("cache:Subscription"),
-            move |subscription: &Subscription, _| {
-                if let (Some(installed), Some(namespace)) = (
-                    subscription
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.installed_csv.as_deref()),
-                    subscription.metadata.namespace.as_deref(),
-                ) {
-                    let _ = csv_tx.unbounded_send(ObjectRef::new(installed).within(namespace));
-                }
-            },
-        )
-    };
+    let subscriptions =
+        subscriptions::reflector(config.api::<Subscription>(&client), &readiness, &csv_tx);
     let operators = {
         let operator_tx = operator_tx.clone();
         caches::reflect(
@@ -523,6 +532,7 @@ pub async fn run(
         &readiness,
         &csv_tx,
     );
+    let serving_wakeups = serving::wakeups(&client, config.api(&client), &readiness, &csv_tx);
 
     let caches = Caches {
         csvs: csvs.clone(),
@@ -558,6 +568,8 @@ pub async fn run(
         cluster_roles.task,
         cluster_role_bindings.task,
     ]);
+    let reflector_tasks =
+        futures::future::join(reflector_tasks, futures::future::join_all(serving_wakeups));
 
     let context = Arc::new(Context {
         client: client.clone(),
@@ -699,6 +711,7 @@ pub async fn run(
                 }
             });
             let sweep = sweep_dangling_copies(context.clone(), shutdown.clone());
+            let rbac_retries = scoped::retry_on_rbac_changes(context.clone(), shutdown.clone());
             futures::join!(
                 csv_loop,
                 copy_loop,
@@ -706,7 +719,8 @@ pub async fn run(
                 oc_loop,
                 olm_config_loop,
                 operator_loop,
-                sweep
+                sweep,
+                rbac_retries
             );
         }
     };

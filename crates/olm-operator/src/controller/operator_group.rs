@@ -18,7 +18,7 @@ use olm_api::{csv::ClusterServiceVersion, labels, operator_group::OperatorGroup}
 use olm_runtime::apply::{apply, apply_status};
 use tracing::Instrument;
 
-use super::{Context, FIELD_MANAGER, requeue_csvs};
+use super::{Context, FIELD_MANAGER, requeue_csvs, scoped};
 use crate::{
     Error,
     decide::{
@@ -28,6 +28,10 @@ use crate::{
         operator_group::{
             MemberApis, ObservedNamespace, namespaces_changed, pruned_provided_apis,
             target_namespaces,
+        },
+        scoped::{
+            IdentityUnavailable, ServiceAccountLookup, group_status_update,
+            requested_service_account, service_account_not_found_message,
         },
     },
 };
@@ -82,6 +86,17 @@ pub(crate) fn error_policy(
 }
 
 async fn sync(group: &OperatorGroup, context: &Context) -> Result<Action, Error> {
+    let now = Timestamp::now();
+    let groups_in_namespace = context
+        .caches
+        .operator_groups
+        .state()
+        .iter()
+        .filter(|g| g.metadata.namespace == group.metadata.namespace)
+        .filter(|g| g.metadata.deletion_timestamp.is_none())
+        .count();
+    let lookup = scoped::lookup_service_account(context, group).await?;
+    let scoped_status = group_status_update(group, groups_in_namespace, &lookup, now);
     let namespaces: Vec<ObservedNamespace> = context
         .caches
         .namespaces
@@ -114,23 +129,58 @@ async fn sync(group: &OperatorGroup, context: &Context) -> Result<Action, Error>
         .status
         .as_ref()
         .is_none_or(|s| s.last_updated.is_none());
-    if never_written || namespaces_changed(&targets, &current) {
+    let targets_changed = never_written || namespaces_changed(&targets, &current);
+    if targets_changed || scoped_status.changed {
         let namespace = group.metadata.namespace.clone().unwrap_or_default();
         let api: Api<OperatorGroup> = Api::namespaced(context.client.clone(), &namespace);
-        let status = serde_json::json!({
+        // One apply holds every status field this service owns: a field
+        // left out of it would be removed.
+        let last_updated = if targets_changed || scoped_status.service_account_ref_changed {
+            Some(Time(truncate_to_seconds(now)))
+        } else {
+            group.status.as_ref().and_then(|s| s.last_updated.clone())
+        };
+        let mut status = serde_json::json!({
             "namespaces": targets,
-            "lastUpdated": Time(truncate_to_seconds(Timestamp::now())),
+            "lastUpdated": last_updated,
         });
+        if let Some(reference) = &scoped_status.service_account_ref {
+            status["serviceAccountRef"] = serde_json::json!(reference);
+        }
+        if !scoped_status.conditions.is_empty() {
+            status["conditions"] = serde_json::json!(scoped_status.conditions);
+        }
         apply_status(&api, &FIELD_MANAGER, &group.name_any(), &status)
             .await
             .map_err(|source| Error::Runtime {
                 what: "cannot write operatorgroup status",
                 source: Box::new(source),
             })?;
-        tracing::info!(?targets, "operatorgroup targets changed");
+        if targets_changed {
+            tracing::info!(?targets, "operatorgroup targets changed");
+        }
     }
-    if !never_written && !namespaces_changed(&targets, &current) {
+    if scoped_status.service_account_ref_changed {
+        // Installs the old identity could not do may pass with the new one.
+        let namespace = group.metadata.namespace.clone();
+        let name = group.metadata.name.clone();
+        scoped::retry_forbidden_installs(context, |csv| {
+            csv.metadata.namespace == namespace
+                && csv.annotations().get(labels::OPERATOR_GROUP) == name.as_ref()
+        })
+        .await;
+    }
+    if !targets_changed {
         ensure_group_roles_and_apis(group, context).await?;
+        scoped::sync_namespace_labels(context, group).await?;
+    }
+    if lookup == ServiceAccountLookup::NotFound {
+        // Upstream retries until the account appears; it carries no label
+        // yet, so no cached watch would tell.
+        let name = requested_service_account(group).unwrap_or_default();
+        return Err(Error::InstallIdentity {
+            source: IdentityUnavailable(service_account_not_found_message(name)),
+        });
     }
     Ok(Action::requeue(context.config.resync))
 }
@@ -236,6 +286,10 @@ async fn ensure_group_roles_and_apis(
 /// the background: an OperatorGroup has no finalizer, so this runs from the
 /// watch event, and the resync of a group that no longer exists never comes.
 pub(crate) fn deleted(client: kube::Client, group: &OperatorGroup) {
+    if let Some(uid) = group.metadata.uid.clone() {
+        let client = client.clone();
+        tokio::spawn(async move { scoped::remove_namespace_labels(client, &uid).await });
+    }
     let selector = group_owner_labels(group)
         .iter()
         .map(|(key, value)| format!("{key}={value}"))

@@ -104,6 +104,9 @@ pub struct DeploymentOverrides<'a> {
     /// The cluster-wide proxy variables (`HTTP_PROXY`, `HTTPS_PROXY`,
     /// `NO_PROXY`, from OpenShift's Proxy status); empty elsewhere.
     pub proxy_env: &'a [EnvVar],
+    /// Serving certificates to mount into the Deployments behind owned
+    /// APIServices and webhooks (see [`super::certs::inject_serving_cert`]).
+    pub serving_certs: &'a [super::certs::ServingCertInjection],
 }
 
 /// The `config` of the Subscription that installed `csv_name` (upstream's
@@ -149,6 +152,7 @@ pub fn build_deployment(
     overrides: DeploymentOverrides<'_>,
 ) -> Result<Deployment, Error> {
     let mut spec = strategy.spec.clone();
+    super::certs::inject_serving_cert(&mut spec, &strategy.name, overrides.serving_certs);
 
     // CSV annotations win over the pod template's own.
     let template_annotations = spec
@@ -361,7 +365,20 @@ fn override_affinity(pod: &mut PodSpec, affinity: &Affinity) {
     let empty = Affinity::default();
     let current_empty = pod.affinity.as_ref().is_none_or(|a| *a == empty);
     if current_empty {
-        pod.affinity = (*affinity != empty).then(|| affinity.clone());
+        // Upstream copies the override as it is, empty sub-fields included;
+        // those are dropped here, as the merge below drops them, so applying
+        // the same config twice gives the same Deployment (and hash).
+        let mut normalized = affinity.clone();
+        if normalized.node_affinity.as_ref() == Some(&NodeAffinity::default()) {
+            normalized.node_affinity = None;
+        }
+        if normalized.pod_affinity.as_ref() == Some(&PodAffinity::default()) {
+            normalized.pod_affinity = None;
+        }
+        if normalized.pod_anti_affinity.as_ref() == Some(&PodAntiAffinity::default()) {
+            normalized.pod_anti_affinity = None;
+        }
+        pod.affinity = (normalized != empty).then_some(normalized);
         return;
     }
     if *affinity == empty {

@@ -25,8 +25,18 @@
 //!   status, and upgrade gating through it.
 //! - [`operator`]: the Operator aggregate object and adoption.
 //! - [`hash`]: the content hashes used in labels and annotations.
+//! - [`certs`]: serving certificates, Services, Secrets and RBAC of the
+//!   Deployments behind owned APIServices and webhooks.
+//! - [`api_service`]: owned APIServices, their adoption and checks.
+//! - [`webhook`]: webhook configurations and conversion webhooks.
+//! - [`subscription_config`]: which Subscription's `config` applies to a
+//!   CSV, and what olm-operator keeps of Subscriptions.
+//! - [`scoped`]: OperatorGroup `serviceAccountName` (scoped installs) and the
+//!   group conditions and namespace labels upstream keeps.
 
+pub mod api_service;
 pub mod api_surface;
+pub mod certs;
 pub mod copied_csv;
 pub mod csv_phase;
 pub mod csv_status;
@@ -41,3 +51,6 @@ pub mod operator_group;
 pub mod rbac;
 pub mod replacement;
 pub mod requirements;
+pub mod scoped;
+pub mod subscription_config;
+pub mod webhook;

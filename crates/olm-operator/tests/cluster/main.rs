@@ -12,6 +12,8 @@ mod csv_lifecycle;
 mod groups;
 mod operator;
 mod restart;
+mod scoped;
+mod serving;
 mod upgrade;
 
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
@@ -87,15 +89,20 @@ impl RunningOperator {
     /// Starts the controllers for several namespaces (watched cluster-wide
     /// and filtered, as `--watchedNamespaces` with more than one does).
     pub(crate) async fn start_watching(namespaces: &[&str]) -> Self {
+        Self::start_with(ControllerConfig {
+            watched_namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
+            ..ControllerConfig::default()
+        })
+        .await
+    }
+
+    /// Starts the controllers with `config`.
+    pub(crate) async fn start_with(config: ControllerConfig) -> Self {
         let client = olm_testkit::control_plane().client().await;
         let mut registry = MetricsRegistry::default();
         let metrics = OperatorMetrics::register(&mut registry);
         let readiness = Readiness::default();
         let shutdown = CancellationToken::new();
-        let config = ControllerConfig {
-            watched_namespaces: namespaces.iter().map(|ns| (*ns).to_owned()).collect(),
-            ..ControllerConfig::default()
-        };
         let task = tokio::spawn({
             let readiness = readiness.clone();
             let shutdown = shutdown.clone();

@@ -143,6 +143,7 @@ fn subscription_config_adjusts_every_deployment() {
     let overrides = DeploymentOverrides {
         config,
         proxy_env: &proxy,
+        ..DeploymentOverrides::default()
     };
     let deployment =
         build_deployment(&csv, &csv.spec.install.spec.deployments[0], overrides).expect("builds");
@@ -274,6 +275,7 @@ fn a_subscription_setting_a_proxy_variable_turns_off_cluster_proxy_injection() {
         DeploymentOverrides {
             config: subscription.spec.config.as_ref(),
             proxy_env: &proxy,
+            ..DeploymentOverrides::default()
         },
     )
     .expect("builds");

@@ -12,3 +12,6 @@ mod operator_group;
 mod properties;
 mod purity;
 mod requirements;
+mod scoped;
+mod serving;
+mod subscription_config;
