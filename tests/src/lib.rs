@@ -2,7 +2,11 @@
 //! plane that `olm-testkit` starts: locating the shared corpus, reading
 //! manifests, and waiting on conditions with deadlines.
 //!
-//! Only tests depend on this crate.
+//! [`harness`] holds what the install tests and the install benchmark share.
+//!
+//! Only tests and benchmarks depend on this crate; no service may.
+
+pub mod harness;
 
 use std::{
     path::{Path, PathBuf},

@@ -446,3 +446,89 @@ fn unpack_conditions_follow_the_lookups() {
     ));
     assert!(st.conditions.is_empty());
 }
+
+/// A plan named `name` with `csvs`, phase and lookups (`(path, failed)`).
+fn full_plan(name: &str, csvs: &[&str], phase: &str, lookups: &[(&str, bool)]) -> InstallPlan {
+    let lookups: Vec<serde_json::Value> = lookups
+        .iter()
+        .map(|(path, failed)| {
+            let mut conditions = vec![serde_json::json!({"type": "BundleLookupNotPersisted", "status": "True"})];
+            if *failed {
+                conditions.push(serde_json::json!({"type": "BundleLookupFailed", "status": "True", "reason": "DeadlineExceeded"}));
+            }
+            serde_json::json!({"path": path, "identifier": "a", "replaces": "", "conditions": conditions})
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"clusterServiceVersionNames": csvs, "approval": "Automatic", "approved": true},
+        "status": {"phase": phase, "catalogSources": [], "bundleLookups": lookups}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_plan_is_stuck_only_on_a_failed_lookup_of_a_live_plan() {
+    let cases = [
+        ("Installing", vec![("img", true)], true),
+        ("Installing", vec![("ok", false), ("img", true)], true),
+        ("Installing", vec![("img", false)], false),
+        ("Installing", vec![], false),
+        ("RequiresApproval", vec![("img", true)], true),
+        ("Failed", vec![("img", true)], false),
+        ("Complete", vec![("img", true)], false),
+    ];
+    for (phase, lookups, stuck) in cases {
+        let plan = full_plan("p", &["a"], phase, &lookups);
+        assert_eq!(
+            subscription::stuck_on_unpack(plan.status.as_ref().unwrap()),
+            stuck,
+            "{phase} {lookups:?}"
+        );
+    }
+}
+
+#[test]
+fn a_stuck_plan_is_not_written_again_for_the_same_images() {
+    let stuck = full_plan("p", &["b", "a"], "Installing", &[("x", true), ("y", false)]);
+    let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    // Same CSVs and images in any order: the same plan.
+    assert!(subscription::same_as_stuck(
+        &stuck,
+        &s(&["a", "b"]),
+        &s(&["y", "x"])
+    ));
+    // A fixed image, another CSV, or one lookup fewer: a new plan.
+    assert!(!subscription::same_as_stuck(
+        &stuck,
+        &s(&["a", "b"]),
+        &s(&["x2", "y"])
+    ));
+    assert!(!subscription::same_as_stuck(
+        &stuck,
+        &s(&["a", "c"]),
+        &s(&["x", "y"])
+    ));
+    assert!(!subscription::same_as_stuck(
+        &stuck,
+        &s(&["a", "b"]),
+        &s(&["y"])
+    ));
+}
+
+#[test]
+fn only_unreferenced_stuck_plans_are_superseded() {
+    let plans = vec![
+        full_plan("old-stuck", &["a"], "Installing", &[("bad", true)]),
+        full_plan("current-stuck", &["a"], "Installing", &[("bad2", true)]),
+        full_plan("waiting", &["a"], "Installing", &[("slow", false)]),
+        full_plan("done", &["a"], "Complete", &[]),
+        full_plan("failed", &["a"], "Failed", &[("bad", true)]),
+    ];
+    let superseded: Vec<&str> = subscription::superseded_stuck_plans(&plans, &["current-stuck"])
+        .iter()
+        .map(|p| p.metadata.name.as_deref().unwrap())
+        .collect();
+    assert_eq!(superseded, ["old-stuck"]);
+}

@@ -194,6 +194,7 @@ async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
             plan.and_then(|p| p.status.as_ref()),
             now,
         );
+        rules::update_unpack_conditions(&mut status, plan.and_then(|p| p.status.as_ref()), now);
         let current_exists = status
             .current_csv
             .as_deref()
@@ -229,10 +230,13 @@ async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
         // The next pass resolves from the written state.
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
+    // A plan stuck on a failed unpack is not waited on: resolving again
+    // picks up a fixed catalog (the staging-registry incident).
     let all_pending = subscriptions.iter().all(|s| {
         s.status.as_ref().is_some_and(|st| {
             st.install_plan_ref.is_some()
                 && st.state.as_ref() == Some(&SubscriptionState::UPGRADE_PENDING)
+                && stuck_plan_of(s, &plans).is_none()
         })
     });
     if all_pending {
@@ -257,6 +261,22 @@ async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
             Ok(Action::await_change())
         }
     }
+}
+
+/// The plan `sub` references, when it is stuck on a failed unpack.
+fn stuck_plan_of<'a>(sub: &Subscription, plans: &'a [Arc<InstallPlan>]) -> Option<&'a InstallPlan> {
+    let name = sub
+        .status
+        .as_ref()?
+        .install_plan_ref
+        .as_ref()?
+        .name
+        .as_deref()?;
+    plans
+        .iter()
+        .find(|p| p.name_any() == name)
+        .map(AsRef::as_ref)
+        .filter(|p| p.status.as_ref().is_some_and(rules::stuck_on_unpack))
 }
 
 /// A Subscription created by an InstallPlan step carries
@@ -503,10 +523,16 @@ async fn install(
     resolution: &Resolution,
     now: Timestamp,
 ) -> Result<(), Error> {
+    // Subscriptions whose plan is stuck on a failed unpack move to the new
+    // plan even when their CSV is unchanged (same CSV, fixed image).
+    let stuck: Vec<(&str, &InstallPlan)> = subscriptions
+        .iter()
+        .filter_map(|s| Some((s.metadata.name.as_deref()?, stuck_plan_of(s, plans)?)))
+        .collect();
     let decisions: Vec<_> = resolution
         .subscriptions
         .iter()
-        .filter(|d| !d.unchanged)
+        .filter(|d| !d.unchanged || stuck.iter().any(|(name, _)| *name == d.name))
         .collect();
     if resolution.operators.is_empty() && decisions.is_empty() {
         clear_failures(context, subscriptions, now).await?;
@@ -586,6 +612,20 @@ async fn install(
         }
     }
     plan_rules::listing_order(&mut plan_steps);
+    let resolved_csvs: Vec<String> = resolution
+        .operators
+        .iter()
+        .map(|o| o.name.clone())
+        .collect();
+    let lookup_paths: Vec<String> = lookups.iter().map(|l| l.path.clone()).collect();
+    if stuck
+        .iter()
+        .any(|(_, plan)| rules::same_as_stuck(plan, &resolved_csvs, &lookup_paths))
+    {
+        // The catalog still offers what failed: the unpack is retried with
+        // backoff, and no second plan is written.
+        return Ok(());
+    }
 
     let subs: Vec<Subscription> = subscriptions.iter().map(|s| s.as_ref().clone()).collect();
     let existing: Vec<InstallPlan> = plans.iter().map(|p| p.as_ref().clone()).collect();
@@ -596,36 +636,43 @@ async fn install(
         .iter()
         .map(|o| o.name.clone())
         .collect();
-    let name = install_plan_name(namespace, generation, &csv_names);
-    let plan = ensure_plan(
-        context,
-        namespace,
-        &name,
-        subscriptions,
-        generation,
-        &approval,
-        &csv_names,
-    )
-    .await?;
-    let status = InstallPlanStatus {
-        phase: if approval == Approval::MANUAL {
-            InstallPlanPhase::REQUIRES_APPROVAL
-        } else {
-            InstallPlanPhase::INSTALLING
-        },
-        catalog_sources: catalog_sources.clone(),
-        plan: plan_steps,
-        bundle_lookups: lookups,
-        ..InstallPlanStatus::default()
+    // As upstream's ensureInstallPlan: nothing to install, no plan (an
+    // empty plan would stay Installing forever).
+    let plan = if plan_steps.is_empty() && lookups.is_empty() {
+        None
+    } else {
+        let name = install_plan_name(namespace, generation, &csv_names);
+        let plan = ensure_plan(
+            context,
+            namespace,
+            &name,
+            subscriptions,
+            generation,
+            &approval,
+            &csv_names,
+        )
+        .await?;
+        let status = InstallPlanStatus {
+            phase: if approval == Approval::MANUAL {
+                InstallPlanPhase::REQUIRES_APPROVAL
+            } else {
+                InstallPlanPhase::INSTALLING
+            },
+            catalog_sources: catalog_sources.clone(),
+            plan: plan_steps,
+            bundle_lookups: lookups,
+            ..InstallPlanStatus::default()
+        };
+        if plan
+            .status
+            .as_ref()
+            .is_none_or(|s| s.plan.is_empty() && s.bundle_lookups.is_empty())
+        {
+            let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
+            apply::apply_status(&api, &FIELD_MANAGER, &name, &status).await?;
+        }
+        Some(plan)
     };
-    if plan
-        .status
-        .as_ref()
-        .is_none_or(|s| s.plan.is_empty() && s.bundle_lookups.is_empty())
-    {
-        let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
-        apply::apply_status(&api, &FIELD_MANAGER, &name, &status).await?;
-    }
 
     for decision in decisions {
         let Some(sub) = subscriptions.iter().find(|s| s.name_any() == decision.name) else {
@@ -634,10 +681,21 @@ async fn install(
         let original = sub.status.clone().unwrap_or_default();
         let mut status = original.clone();
         status.current_csv = Some(decision.csv.clone());
-        status.install_plan_ref = Some(reference(&plan));
-        status.install_plan = Some(legacy_reference(&plan));
-        status.install_plan_generation = Some(generation);
-        status.state = Some(SubscriptionState::UPGRADE_PENDING);
+        match &plan {
+            Some(plan) => {
+                status.install_plan_ref = Some(reference(plan));
+                status.install_plan = Some(legacy_reference(plan));
+                status.install_plan_generation = Some(generation);
+                status.state = Some(SubscriptionState::UPGRADE_PENDING);
+            }
+            None if stuck.iter().any(|(name, _)| *name == decision.name) => {
+                // The catalog no longer offers what the stuck plan waits
+                // for (reverted): let go of it, so it is collected.
+                status.install_plan_ref = None;
+                status.install_plan = None;
+            }
+            None => {}
+        }
         for type_ in [
             SubscriptionConditionType::RESOLUTION_FAILED,
             SubscriptionConditionType::BUNDLE_UNPACKING,
@@ -784,7 +842,71 @@ async fn collect_garbage(
     for name in plan_rules::garbage(&all, &referenced) {
         apply::delete_if_exists(&api, name).await?;
     }
+    for plan in rules::superseded_stuck_plans(&all, &referenced) {
+        let name = plan.name_any();
+        tracing::info!(namespace, plan = %name, "deleting an InstallPlan superseded while stuck on a failed unpack");
+        apply::delete_if_exists(&api, &name).await?;
+        let lookups = plan
+            .status
+            .as_ref()
+            .map(|s| s.bundle_lookups.as_slice())
+            .unwrap_or_default();
+        for lookup in lookups {
+            let still_needed = all.iter().any(|other| {
+                other.name_any() != name
+                    && other
+                        .status
+                        .as_ref()
+                        .is_some_and(|s| s.bundle_lookups.iter().any(|l| l.path == lookup.path))
+            });
+            if !still_needed {
+                delete_failure_record(context, namespace, lookup).await?;
+            }
+        }
+    }
     Ok(())
+}
+
+/// Deletes the unpack failure record (never content) of a lookup's bundle,
+/// exactly the record read (uid and resourceVersion preconditions).
+async fn delete_failure_record(
+    context: &Context,
+    namespace: &str,
+    lookup: &BundleLookup,
+) -> Result<(), Error> {
+    let catalog_namespace = lookup
+        .catalog_source_ref
+        .as_ref()
+        .and_then(|r| r.namespace.clone())
+        .unwrap_or_else(|| namespace.to_owned());
+    let name = olm_catalog::unpacked::config_map_name(&lookup.path);
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(context.client.clone(), &catalog_namespace);
+    let Some(record) = api.get_opt(&name).await.map_err(kube_error(format!(
+        "reading ConfigMap {catalog_namespace}/{name}"
+    )))?
+    else {
+        return Ok(());
+    };
+    let is_failure = olm_catalog::unpacked::failure(record.annotations()).is_some()
+        && record.binary_data.as_ref().is_none_or(|d| d.is_empty());
+    if !is_failure {
+        return Ok(());
+    }
+    let params = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: record.metadata.uid.clone(),
+            resource_version: record.metadata.resource_version.clone(),
+        }),
+        ..kube::api::DeleteParams::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(r)) if r.code == 404 || r.code == 409 => Ok(()),
+        Err(error) => Err(kube_error(format!(
+            "deleting ConfigMap {catalog_namespace}/{name}"
+        ))(error)),
+    }
 }
 
 /// What the Subscription's catalog says is deprecated about its package, its

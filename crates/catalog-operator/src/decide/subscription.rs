@@ -536,3 +536,53 @@ pub fn update_unpack_conditions(
     }
     changed
 }
+
+/// Whether an InstallPlan waits on a bundle whose unpack failed: it cannot
+/// finish by itself, so its Subscriptions are resolved again (a fixed
+/// catalog then gives a new plan) instead of waiting on it forever.
+/// Terminal plans are never stuck.
+pub fn stuck_on_unpack(plan: &InstallPlanStatus) -> bool {
+    let terminal =
+        plan.phase == InstallPlanPhase::COMPLETE || plan.phase == InstallPlanPhase::FAILED;
+    !terminal
+        && plan.bundle_lookups.iter().any(|l| {
+            l.conditions
+                .iter()
+                .any(|c| c.type_ == BundleLookupConditionType::FAILED && c.status == TRUE)
+        })
+}
+
+/// Whether a stuck plan already is what a resolution would write again:
+/// the same CSVs from the same bundle images. Then nothing new is written;
+/// the unpack is retried with backoff.
+pub fn same_as_stuck(plan: &InstallPlan, csv_names: &[String], lookup_paths: &[String]) -> bool {
+    let mut planned = plan.spec.cluster_service_version_names.clone();
+    planned.sort();
+    let mut resolved = csv_names.to_vec();
+    resolved.sort();
+    let mut stuck_paths: Vec<&str> = plan
+        .status
+        .as_ref()
+        .map(|s| s.bundle_lookups.iter().map(|l| l.path.as_str()).collect())
+        .unwrap_or_default();
+    stuck_paths.sort_unstable();
+    let mut paths: Vec<&str> = lookup_paths.iter().map(String::as_str).collect();
+    paths.sort_unstable();
+    planned == resolved && stuck_paths == paths
+}
+
+/// Plans stuck on a failed unpack that no Subscription references any more
+/// (a later resolution replaced them): they would wait forever, so they are
+/// deleted, with the failure records of their bundles.
+pub fn superseded_stuck_plans<'a>(
+    plans: &'a [InstallPlan],
+    referenced: &[&str],
+) -> Vec<&'a InstallPlan> {
+    plans
+        .iter()
+        .filter(|p| {
+            let name = p.metadata.name.as_deref().unwrap_or_default();
+            !referenced.contains(&name) && p.status.as_ref().is_some_and(stuck_on_unpack)
+        })
+        .collect()
+}
