@@ -179,7 +179,7 @@ async fn wait_succeeded(client: &kube::Client, namespace: &str, names: &[String]
                     && c.status
                         .as_ref()
                         .and_then(|s| s.phase.as_ref())
-                        .is_some_and(|p| p.to_string() == "Succeeded")
+                        .is_some_and(|p| *p == olm_api::csv::CsvPhase::SUCCEEDED)
             })
             .count();
         if succeeded == names.len() {
@@ -259,11 +259,14 @@ fn report(
         "  writes {writes} ({:.1} per install)",
         writes as f64 / count as f64
     );
-    let by_resource = count_by(&ours, |r| format!("{} {}", r.verb, r.resource));
+    let by_resource = count_by(&ours, |r| {
+        let service = r.user_agent.split('/').next().unwrap_or_default();
+        format!("{service} {} {}", r.verb, r.resource)
+    });
     let mut top: Vec<_> = by_resource.into_iter().collect();
     top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     println!("  most frequent:");
-    for (what, n) in top.iter().take(12) {
+    for (what, n) in top.iter().take(25) {
         println!("    {n:>6}  {what}");
     }
 }

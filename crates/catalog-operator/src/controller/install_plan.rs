@@ -945,7 +945,7 @@ fn attenuated_client(
     };
     let Some(account) = account else {
         status.attenuated_service_account_ref = None;
-        return Ok(context.client.clone());
+        return Ok(context.plan_client.clone());
     };
     status.attenuated_service_account_ref = Some(ObjectReference {
         api_version: Some("v1".to_owned()),
@@ -961,6 +961,27 @@ fn attenuated_client(
         format!("system:serviceaccounts:{namespace}"),
         "system:authenticated".to_owned(),
     ]);
-    kube::Client::try_from(config)
+    counting_warnings(config, context.metrics.clone())
         .map_err(|e| format!("building a client for service account {namespace}/{account}: {e}"))
+}
+
+/// A client for carrying out plans: every response that carries a
+/// `Warning` header (a deprecated API or field, an ignored value) counts in
+/// `installplan_warnings_total`, as upstream counts the objects it applied
+/// with warnings.
+pub(crate) fn counting_warnings(
+    config: kube::Config,
+    metrics: crate::metrics::CatalogMetrics,
+) -> Result<kube::Client, kube::Error> {
+    let layer = tower::util::MapResponseLayer::new(
+        move |response: http::Response<Box<kube::client::DynBody>>| {
+            if response.headers().contains_key(http::header::WARNING) {
+                metrics.install_plan_warning();
+            }
+            response
+        },
+    );
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&layer)
+        .build())
 }

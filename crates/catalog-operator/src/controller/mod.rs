@@ -176,6 +176,9 @@ pub(crate) struct Caches {
 /// What every reconcile shares.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// The client plans are carried out with (when no service account is
+    /// impersonated): it counts API warnings.
+    pub(crate) plan_client: Client,
     /// The configuration `client` was built from, for impersonating clients.
     pub(crate) kube_config: kube::Config,
     pub(crate) config: ControllerConfig,
@@ -421,6 +424,7 @@ pub async fn run(
     };
     let context = Arc::new(Context {
         client: client.clone(),
+        plan_client: install_plan::counting_warnings(kube_config.clone(), metrics.clone())?,
         kube_config,
         config,
         caches,

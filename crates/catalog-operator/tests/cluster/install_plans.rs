@@ -201,6 +201,11 @@ async fn an_approved_plan_is_carried_out_step_by_step() {
         .unwrap();
     assert_eq!(installed["status"], "True");
     assert!(status["startTime"].is_string());
+    assert_eq!(
+        warnings_counted(&operator),
+        0.0,
+        "nothing here draws a warning"
+    );
 
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crds.get(&format!("widgets.{group}")).await.unwrap();
@@ -770,5 +775,62 @@ async fn a_scoped_install_gets_no_more_than_its_service_account_may_grant() {
         .unwrap();
     wait_phase(&api, "install-scoped", "Complete").await;
     assert!(maps.get_opt("scoped-settings").await.unwrap().is_some());
+    operator.stop().await;
+}
+
+/// `installplan_warnings_total` as the operator's `/metrics` serves it.
+fn warnings_counted(operator: &RunningOperator) -> f64 {
+    let text = operator.metrics_text();
+    text.lines()
+        .find_map(|line| line.strip_prefix("installplan_warnings_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no installplan_warnings_total in {text}"))
+}
+
+#[tokio::test]
+async fn api_warnings_while_applying_a_plan_are_counted() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-warn").await;
+    let client = plane.client().await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    // kube-apiserver warns about this deprecated Service annotation
+    // (pkg/api/service/warnings.go) and creates the Service anyway.
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "widget-metrics",
+            "annotations": {"service.kubernetes.io/topology-aware-hints": "auto"}},
+        "spec": {"ports": [{"port": 8443}], "selector": {"app": "widget-operator"}},
+    });
+    let steps = vec![
+        step(
+            "widgets.v1",
+            "operators.coreos.com",
+            "v1alpha1",
+            "ClusterServiceVersion",
+            "widgets.v1",
+            &csv("widgets.v1"),
+        ),
+        step(
+            "widgets.v1",
+            "",
+            "v1",
+            "Service",
+            "widget-metrics",
+            &service,
+        ),
+    ];
+    create_plan(&api, "install-warn", true, "Installing", steps).await;
+    wait_phase(&api, "install-warn", "Complete").await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), ns.name());
+    services.get("widget-metrics").await.unwrap();
+    assert!(
+        warnings_counted(&operator) >= 1.0,
+        "{}",
+        operator.metrics_text()
+    );
     operator.stop().await;
 }
