@@ -1,7 +1,8 @@
 //! The HTTP side of the aggregated API: every request is classified
 //! ([`RequestInfo`]), authenticated and authorized through the [`Gate`], then
-//! answered from the [`Store`]: discovery, OpenAPI, get, list (JSON or Table),
-//! watch and the icon subresource.
+//! answered from the [`Store`]: discovery, OpenAPI, get, list (JSON or Table,
+//! paged with `limit`/`continue` by [`paging`]), watch (JSON or one-row
+//! Tables) and the icon subresource.
 
 use std::{
     convert::Infallible,
@@ -27,9 +28,10 @@ use crate::{
     auth::{AuthError, PeerCertificates, Verdict, forbidden_message},
     discovery, manifest,
     metrics::ApiMetrics,
+    paging::{self, Page, PageRequest, PagingError},
     request::{RequestInfo, ResourceRequest, query_params},
     selector::{FieldSelector, LabelSelector},
-    store::{Change, EventKind, Store, Stored, WatchStart},
+    store::{self, Change, EventKind, Store, Stored, WatchStart},
     table::{self, IncludeObject},
 };
 
@@ -418,7 +420,18 @@ fn resource(app: &App, r: &ResourceRequest, request: &http::request::Parts) -> R
     };
     let namespace = r.namespace.as_deref();
     match (r.verb.as_str(), &r.name, &r.subresource) {
-        ("list", None, None) => list(app, namespace, &query),
+        ("list", None, None) => {
+            let page_request = match paging::parse(
+                params.get("limit").map(String::as_str),
+                params.get("continue").map(String::as_str),
+                params.get("resourceVersion").map(String::as_str),
+            ) {
+                Ok(request) => request,
+                Err(PagingError::BadRequest(message)) => return bad_request(&message),
+                Err(PagingError::Expired { continue_token }) => return expired(&continue_token),
+            };
+            list(app, namespace, &query, &page_request)
+        }
         ("watch", None, None) => watch(app, namespace, query, &params),
         ("get", Some(name), None) => get(app, namespace, name, &query),
         ("get", Some(name), Some(_)) => icon(app, namespace, name),
@@ -426,25 +439,75 @@ fn resource(app: &App, r: &ResourceRequest, request: &http::request::Parts) -> R
     }
 }
 
-fn list(app: &App, namespace: Option<&str>, query: &Query) -> Response<Body> {
+fn expired(continue_token: &str) -> Response<Body> {
+    let body = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {"continue": continue_token},
+        "status": "Failure",
+        "message": paging::EXPIRED_MESSAGE,
+        "reason": "Expired",
+        "code": StatusCode::GONE.as_u16(),
+    });
+    value_response(StatusCode::GONE, &body)
+}
+
+fn list_metadata(rv: &str, page: &Page<&Arc<Stored>>) -> Value {
+    let mut metadata = json!({"resourceVersion": rv});
+    if let Some(token) = &page.continue_token {
+        metadata["continue"] = json!(token);
+    }
+    if let Some(remaining) = page.remaining {
+        metadata["remainingItemCount"] = json!(remaining);
+    }
+    metadata
+}
+
+fn list(
+    app: &App,
+    namespace: Option<&str>,
+    query: &Query,
+    page_request: &PageRequest,
+) -> Response<Body> {
     let snapshot = app.store.snapshot(namespace);
     let rv = snapshot.resource_version.to_string();
-    let items = snapshot.items.iter().filter(|s| selected(s, query));
+    let items: Vec<&Arc<Stored>> = snapshot
+        .items
+        .iter()
+        .filter(|s| selected(s, query))
+        .collect();
+    // As the API server: the count of remaining items only without selectors.
+    let unfiltered = query.labels.is_empty() && query.fields == FieldSelector::default();
+    let page = match paging::paginate(
+        items,
+        |s| store::sort_key(&s.manifest, namespace),
+        page_request,
+        &snapshot.generation,
+        unfiltered,
+    ) {
+        Ok(page) => page,
+        Err(PagingError::BadRequest(message)) => return bad_request(&message),
+        Err(PagingError::Expired { continue_token }) => return expired(&continue_token),
+    };
+    let metadata = list_metadata(&rv, &page);
     let mut response = if query.table {
-        let served: Vec<PackageManifest> = items.map(|s| served_manifest(s, namespace)).collect();
-        value_response(
-            StatusCode::OK,
-            &table::table(&served, &rv, query.include, SystemTime::now()),
-        )
+        let served: Vec<PackageManifest> = page
+            .items
+            .iter()
+            .map(|s| served_manifest(s, namespace))
+            .collect();
+        let mut table = table::table(&served, &rv, query.include, SystemTime::now());
+        table["metadata"] = metadata;
+        value_response(StatusCode::OK, &table)
     } else {
         let mut out = Vec::with_capacity(64 * 1024);
         out.extend_from_slice(
-            format!(
-                r#"{{"kind":"PackageManifestList","apiVersion":"packages.operators.coreos.com/v1","metadata":{{"resourceVersion":"{rv}"}},"items":["#
-            )
-            .as_bytes(),
+            br#"{"kind":"PackageManifestList","apiVersion":"packages.operators.coreos.com/v1","metadata":"#,
         );
-        for (i, stored) in items.enumerate() {
+        // Writing plain data into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, &metadata);
+        out.extend_from_slice(br#","items":["#);
+        for (i, stored) in page.items.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
@@ -541,10 +604,32 @@ struct WatchFilter {
     store: Arc<Store>,
     namespace: Option<String>,
     query: Query,
+    /// Whether a Table event with column definitions went out already: as
+    /// the API server, only the first Table event of a watch carries them.
+    columns_sent: bool,
 }
 
 impl WatchFilter {
-    fn event(&self, change: &Change) -> Option<Bytes> {
+    /// The event line for one package, as a PackageManifest or, when the
+    /// client asked for Tables, as a one-row Table with the list's columns.
+    fn line(&mut self, kind: EventKind, stored: &Stored) -> Bytes {
+        let namespace = self.namespace.as_deref();
+        if !self.query.table {
+            let mut object = Vec::with_capacity(4096);
+            write_item(&mut object, stored, namespace);
+            return event_line(kind.as_str(), &object);
+        }
+        let served = served_manifest(stored, namespace);
+        let rv = served.metadata.resource_version.clone().unwrap_or_default();
+        let mut table = table::table(&[served], &rv, self.query.include, SystemTime::now());
+        if self.columns_sent {
+            table["columnDefinitions"] = Value::Null;
+        }
+        self.columns_sent = true;
+        event_line(kind.as_str(), table.to_string().as_bytes())
+    }
+
+    fn event(&mut self, change: &Change) -> Option<Bytes> {
         let stored = &change.manifest;
         if !self.store.visible(
             self.namespace.as_deref(),
@@ -553,9 +638,23 @@ impl WatchFilter {
         {
             return None;
         }
-        let mut object = Vec::with_capacity(4096);
-        write_item(&mut object, stored, self.namespace.as_deref());
-        Some(event_line(change.kind.as_str(), &object))
+        Some(self.line(change.kind, stored))
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        if self.query.table {
+            // A Table has list metadata, which has no annotations: the
+            // bookmark carries only the version.
+            let object = json!({
+                "kind": "Table",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"resourceVersion": rv.to_string()},
+                "columnDefinitions": null,
+                "rows": [],
+            });
+            return event_line("BOOKMARK", object.to_string().as_bytes());
+        }
+        bookmark(rv, initial_end)
     }
 }
 
@@ -588,10 +687,11 @@ fn watch(
     };
     // Subscribe before reading so no change falls between the two.
     let mut live = app.store.subscribe();
-    let filter = WatchFilter {
+    let mut filter = WatchFilter {
         store: Arc::clone(&app.store),
         namespace: namespace.map(str::to_owned),
         query,
+        columns_sent: false,
     };
     let mut initial: Vec<Bytes> = Vec::new();
     let mut last_rv;
@@ -601,13 +701,11 @@ fn watch(
         last_rv = snapshot.resource_version;
         for stored in &snapshot.items {
             if selected(stored, &filter.query) {
-                let mut object = Vec::with_capacity(4096);
-                write_item(&mut object, stored, namespace);
-                initial.push(event_line(EventKind::Added.as_str(), &object));
+                initial.push(filter.line(EventKind::Added, stored));
             }
         }
         if send_initial {
-            initial.push(bookmark(last_rv, true));
+            initial.push(filter.bookmark(last_rv, true));
         }
     } else {
         let rv = from.unwrap_or_default();
@@ -652,7 +750,7 @@ fn watch(
             tokio::select! {
                 () = &mut deadline => return,
                 _ = ticker.tick(), if bookmarks => {
-                    if tx.send(bookmark(last_rv, false)).await.is_err() {
+                    if tx.send(filter.bookmark(last_rv, false)).await.is_err() {
                         return;
                     }
                 }
@@ -1007,6 +1105,202 @@ mod tests {
         );
         let long = "x".repeat(1000);
         assert!(stale_warnings(&[(("a".into(), "b".into()), long)])[0].len() <= MAX_WARNING_BYTES);
+    }
+
+    #[tokio::test]
+    async fn lists_page_with_limit_and_continue() {
+        let app = app(allowed());
+        let mut uri = format!("{BASE}/packagemanifests?limit=1");
+        let mut names = Vec::new();
+        let mut remaining = Vec::new();
+        loop {
+            let (status, _, page) = get(&app, &uri, None).await;
+            assert_eq!(status, StatusCode::OK, "{page}");
+            let items = page["items"].as_array().unwrap();
+            assert_eq!(items.len(), 1);
+            names.push(items[0]["metadata"]["name"].as_str().unwrap().to_owned());
+            remaining.push(page["metadata"]["remainingItemCount"].as_u64());
+            match page["metadata"]["continue"].as_str() {
+                Some(token) => {
+                    uri = format!("{BASE}/packagemanifests?limit=1&continue={token}");
+                }
+                None => break,
+            }
+        }
+        assert_eq!(names, ["etcd", "redis", "widget"]);
+        assert_eq!(remaining, [Some(2), Some(1), None]);
+
+        // With a selector: no remaining count, as the API server.
+        let (_, _, page) = get(
+            &app,
+            &format!(
+                "{BASE}/namespaces/team/packagemanifests?limit=1&labelSelector=catalog%3Dglobal"
+            ),
+            None,
+        )
+        .await;
+        assert!(page["metadata"]["continue"].is_string());
+        assert!(page["metadata"].get("remainingItemCount").is_none());
+
+        // Tables page the same way.
+        let table_accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+        let (_, _, table) = get(
+            &app,
+            &format!("{BASE}/packagemanifests?limit=2"),
+            Some(table_accept),
+        )
+        .await;
+        assert_eq!(table["kind"], "Table");
+        assert_eq!(table["rows"].as_array().unwrap().len(), 2);
+        let token = table["metadata"]["continue"].as_str().unwrap().to_owned();
+        let (_, _, rest) = get(
+            &app,
+            &format!("{BASE}/packagemanifests?limit=2&continue={token}"),
+            Some(table_accept),
+        )
+        .await;
+        assert_eq!(rest["rows"][0]["cells"][0], "widget");
+        assert!(rest["metadata"].get("continue").is_none());
+
+        // A change of the visible content expires the token (410), with a
+        // fresh token for the rest.
+        app.store.replace_catalog(
+            &("olm".into(), "global".into()),
+            vec![
+                manifest("etcd", "olm", "global"),
+                manifest("redis", "olm", "global"),
+                manifest("zookeeper", "olm", "global"),
+            ],
+            SystemTime::now(),
+        );
+        let (status, _, gone) = get(
+            &app,
+            &format!("{BASE}/packagemanifests?limit=2&continue={token}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::GONE);
+        assert_eq!(gone["reason"], "Expired");
+        assert_eq!(gone["message"], paging::EXPIRED_MESSAGE);
+        let fresh = gone["metadata"]["continue"].as_str().unwrap();
+        let (status, _, rest) = get(
+            &app,
+            &format!("{BASE}/packagemanifests?continue={fresh}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(rest["items"][0]["metadata"]["name"], "widget");
+
+        // A change in a namespace the list does not see leaves it valid.
+        let (_, _, first) = get(
+            &app,
+            &format!("{BASE}/namespaces/elsewhere/packagemanifests?limit=1"),
+            None,
+        )
+        .await;
+        let token = first["metadata"]["continue"].as_str().unwrap().to_owned();
+        app.store.replace_catalog(
+            &("team".into(), "local".into()),
+            vec![manifest("gadget", "team", "local")],
+            SystemTime::now(),
+        );
+        let (status, _, _) = get(
+            &app,
+            &format!("{BASE}/namespaces/elsewhere/packagemanifests?limit=1&continue={token}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn hostile_paging_parameters_are_bad_requests() {
+        let app = app(allowed());
+        let hostile = [
+            "limit=abc".to_owned(),
+            "limit=1e3".to_owned(),
+            // (`continue=%%%` is dropped as a malformed pair, as Go's query
+            // parsing in the API server drops it.)
+            "continue=%25%25%25".to_owned(),
+            "continue=bm90IGpzb24".to_owned(),
+            "continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiIvIn0".to_owned(),
+            format!("continue={}", "QUFB".repeat(1100)),
+            "continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJnZW4iOiJ4Iiwic3RhcnQiOltmYWxzZSwiYSIsImIiLCJjIl19&resourceVersion=5".to_owned(),
+        ];
+        for query in hostile {
+            let (status, _, body) =
+                get(&app, &format!("{BASE}/packagemanifests?{query}"), None).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+            assert_eq!(body["reason"], "BadRequest", "{query}");
+        }
+    }
+
+    #[tokio::test]
+    async fn table_watches_send_one_row_tables() {
+        let app = app(allowed());
+        let table_accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+        let response = handle(
+            Arc::clone(&app),
+            Request::get(format!(
+                "{BASE}/namespaces/team/packagemanifests?watch=true"
+            ))
+            .header(header::ACCEPT, table_accept)
+            .body(Body::empty())
+            .unwrap(),
+        )
+        .await;
+        app.store.replace_catalog(
+            &("team".into(), "local".into()),
+            vec![
+                manifest("widget", "team", "local"),
+                manifest("gadget", "team", "local"),
+            ],
+            SystemTime::now(),
+        );
+        let events = lines(response, 4).await;
+        let (_, _, list) = get(
+            &app,
+            &format!("{BASE}/namespaces/team/packagemanifests"),
+            Some(table_accept),
+        )
+        .await;
+        for (i, event) in events.iter().enumerate() {
+            let object = &event["object"];
+            assert_eq!(object["kind"], "Table", "{event}");
+            assert_eq!(object["rows"].as_array().unwrap().len(), 1);
+            if i == 0 {
+                assert_eq!(object["columnDefinitions"], list["columnDefinitions"]);
+            } else {
+                assert!(object["columnDefinitions"].is_null(), "{event}");
+            }
+            assert_eq!(
+                object["metadata"]["resourceVersion"],
+                object["rows"][0]["object"]["metadata"]["resourceVersion"]
+            );
+        }
+        let rows: Vec<(&str, &str)> = events
+            .iter()
+            .map(|e| {
+                (
+                    e["type"].as_str().unwrap(),
+                    e["object"]["rows"][0]["cells"][0].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("ADDED", "widget"),
+                ("ADDED", "etcd"),
+                ("ADDED", "redis"),
+                ("ADDED", "gadget")
+            ]
+        );
+        assert_eq!(
+            events[3]["object"]["rows"][0]["cells"][1], "local display",
+            "same cells as the list's rows"
+        );
     }
 
     async fn lines(response: Response<Body>, count: usize) -> Vec<Value> {

@@ -1,9 +1,11 @@
 //! Keeping the store filled: a watch on every CatalogSource starts one
 //! refresher per catalog, which fetches the catalog's packages over the
-//! registry gRPC API when the catalog appears or changes, periodically, and
-//! again after failures (with backoff). A refresh builds everything first and
-//! swaps it in at once; a failed or slow refresh leaves the last good
-//! packages served and is reported, never waited for by a request.
+//! registry gRPC API when the catalog appears or changes, when the bus says
+//! its content changed ([`Poke`]s, from catalog-operator's `CatalogUpdated`
+//! events), periodically, and again after failures (with backoff). A refresh
+//! builds everything first and swaps it in at once; a failed or slow refresh
+//! leaves the last good packages served and is reported, never waited for by
+//! a request.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -19,9 +21,10 @@ use kube::{
 use olm_api::{
     catalog_source::CatalogSource, labels::property_type, package_manifest::PackageManifest,
 };
+use olm_bus::events::CatalogUpdated;
 use olm_registry::{ClientOptions, RegistryClient, api};
 use thiserror::Error;
-use tokio::sync::watch;
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -220,6 +223,59 @@ pub async fn fetch(
     Ok(built.into_iter().flatten().collect())
 }
 
+/// The catalog a `CatalogUpdated` event names, if it names one.
+pub fn poke_of(event: &CatalogUpdated) -> Option<Poke> {
+    let catalog = event.catalog.as_ref()?;
+    if catalog.namespace.is_empty() || catalog.name.is_empty() {
+        return None;
+    }
+    Some((catalog.namespace.clone(), catalog.name.clone()))
+}
+
+/// Turns the bus's `CatalogUpdated` events (catalog-operator publishes one
+/// when a catalog's registry becomes ready with new content) into
+/// [`Poke`]s, until `stop` or the subscription ends. On a disabled bus the
+/// subscription never yields and this only waits.
+pub async fn forward_catalog_updates(
+    mut updates: olm_bus::Subscription<CatalogUpdated>,
+    pokes: mpsc::Sender<Poke>,
+    stop: CancellationToken,
+) {
+    loop {
+        let received = tokio::select! {
+            () = stop.cancelled() => return,
+            r = updates.recv() => r,
+        };
+        // The subscription ends only with the connection; the task must not
+        // end before shutdown (that would stop the service).
+        let Some(received) = received else {
+            stop.cancelled().await;
+            return;
+        };
+        let event = match received {
+            Ok(received) => received.event,
+            Err(error) => {
+                tracing::debug!(error = %error, "undecodable catalog update on the bus; ignored");
+                continue;
+            }
+        };
+        let Some(poke) = poke_of(&event) else {
+            continue;
+        };
+        tracing::debug!(namespace = %poke.0, catalog = %poke.1, reason = %event.reason, "catalog update from the bus");
+        match pokes.try_send(poke) {
+            Ok(()) => {}
+            // Full: refreshes are already queued; the watch and the timer
+            // catch up on anything dropped.
+            Err(mpsc::error::TrySendError::Full(_)) => {}
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                stop.cancelled().await;
+                return;
+            }
+        }
+    }
+}
+
 fn labels(key: &CatalogKey) -> CatalogLabels {
     CatalogLabels {
         namespace: key.0.clone(),
@@ -227,11 +283,21 @@ fn labels(key: &CatalogKey) -> CatalogLabels {
     }
 }
 
+/// A request to refresh one catalog now (the catalog's content changed,
+/// says the bus). Pokes for catalogs the watch has not seen are ignored;
+/// pokes that arrive while a refresh runs cause one more refresh after it.
+pub type Poke = CatalogKey;
+
+/// Capacity of the channel of [`Poke`]s; when it is full, further pokes are
+/// dropped (the watch and the timer still refresh the catalog).
+pub const POKE_CHANNEL_CAPACITY: usize = 1024;
+
 /// Refreshes one catalog until cancelled: on start, on every change of its
-/// target, every `interval`, and with backoff after failures.
+/// target, on every poke, every `interval`, and with backoff after failures.
 async fn refresher(
     key: CatalogKey,
     mut target: watch::Receiver<Target>,
+    poke: Arc<Notify>,
     store: Arc<Store>,
     metrics: CatalogMetrics,
     interval: Duration,
@@ -280,6 +346,9 @@ async fn refresher(
         tokio::select! {
             () = stop.cancelled() => return,
             changed = target.changed() => if changed.is_err() { return },
+            () = poke.notified() => {
+                tracing::debug!(namespace = %key.0, catalog = %key.1, "catalog content changed (bus); refreshing");
+            }
             () = tokio::time::sleep(wait) => {}
         }
     }
@@ -287,16 +356,19 @@ async fn refresher(
 
 struct Running {
     target: watch::Sender<Target>,
+    poke: Arc<Notify>,
     stop: CancellationToken,
 }
 
 /// Watches CatalogSources in every namespace and keeps one refresher per
-/// catalog. `synced` is called once the first list is through.
+/// catalog; `pokes` ask for a catalog's refresh now. `synced` is called once
+/// the first list is through.
 pub async fn run(
     client: kube::Client,
     store: Arc<Store>,
     metrics: CatalogMetrics,
     interval: Duration,
+    mut pokes: mpsc::Receiver<Poke>,
     synced: impl FnOnce() + Send,
     stop: CancellationToken,
 ) -> Result<(), watcher::Error> {
@@ -305,9 +377,20 @@ pub async fn run(
     let mut running: HashMap<CatalogKey, Running> = HashMap::new();
     let mut seen_in_relist: Option<Vec<CatalogKey>> = None;
     let mut synced = Some(synced);
+    let mut pokes_open = true;
     loop {
         let event = tokio::select! {
             () = stop.cancelled() => break,
+            poke = pokes.recv(), if pokes_open => {
+                match poke {
+                    Some(key) => match running.get(&key) {
+                        Some(r) => r.poke.notify_one(),
+                        None => tracing::debug!(namespace = %key.0, catalog = %key.1, "catalog update for an unknown catalog; ignored"),
+                    },
+                    None => pokes_open = false,
+                }
+                continue;
+            }
             e = events.next() => e,
         };
         let Some(event) = event else { break };
@@ -340,9 +423,11 @@ pub async fn run(
                     None => {
                         let (tx, rx) = watch::channel(wanted);
                         let child = stop.child_token();
+                        let poke = Arc::new(Notify::new());
                         tokio::spawn(refresher(
                             key.clone(),
                             rx,
+                            Arc::clone(&poke),
                             Arc::clone(&store),
                             metrics.clone(),
                             interval,
@@ -352,6 +437,7 @@ pub async fn run(
                             key,
                             Running {
                                 target: tx,
+                                poke,
                                 stop: child,
                             },
                         );
@@ -414,6 +500,25 @@ mod tests {
         assert_eq!(address(&catalog).as_deref(), Some("widgets.team.svc:50051"));
         catalog.spec.address = Some("10.1.2.3:50051".into());
         assert_eq!(address(&catalog).as_deref(), Some("10.1.2.3:50051"));
+    }
+
+    #[test]
+    fn pokes_name_the_event_s_catalog() {
+        let event = |namespace: &str, name: &str| CatalogUpdated {
+            catalog: Some(olm_bus::events::ObjectRef {
+                namespace: namespace.into(),
+                name: name.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            poke_of(&event("olm", "operatorhubio")),
+            Some(("olm".to_owned(), "operatorhubio".to_owned()))
+        );
+        assert_eq!(poke_of(&event("", "x")), None);
+        assert_eq!(poke_of(&event("olm", "")), None);
+        assert_eq!(poke_of(&CatalogUpdated::default()), None);
     }
 
     #[tokio::test]

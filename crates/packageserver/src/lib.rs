@@ -2,7 +2,8 @@
 //! serves every catalog's packages as PackageManifests, with certificates
 //! that rotate themselves.
 //!
-//! Pure parts ([`manifest`], [`selector`], [`store`]) hold upstream's rules;
+//! Pure parts ([`manifest`], [`paging`], [`selector`], [`store`]) hold
+//! upstream's and the API server's rules;
 //! the I/O around them is kept thin.
 //!
 //! This is a service crate: it may depend on any library crate of ours; no
@@ -15,6 +16,7 @@ pub mod certs;
 pub mod discovery;
 pub mod manifest;
 pub mod metrics;
+pub mod paging;
 pub mod request;
 pub mod selector;
 pub mod server;

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
+use olm_bus::{Bus, BusArgs, events::CatalogUpdated};
 use olm_certs::{HotCertificate, Profile, RotationPolicy};
 use olm_runtime::{
     admin::{AdminServer, Readiness},
@@ -137,6 +138,8 @@ struct Cli {
 
     #[command(flatten)]
     kube: KubeArgs,
+    #[command(flatten)]
+    bus: BusArgs,
     #[command(flatten)]
     telemetry: TelemetryArgs,
     #[command(flatten)]
@@ -283,6 +286,21 @@ async fn main() -> anyhow::Result<()> {
         Ok::<(), anyhow::Error>(())
     });
 
+    // Catalog content changes announced on the bus refresh the catalog at
+    // once; without NATS the watch and the timer do it alone.
+    let bus = Bus::connect(&cli.bus, SERVICE_NAME)
+        .await
+        .context("connecting to the NATS bus")?;
+    let updates = bus
+        .subscribe_all::<CatalogUpdated>()
+        .await
+        .context("subscribing to catalog updates")?;
+    let (pokes, poked) = tokio::sync::mpsc::channel(catalogs::POKE_CHANNEL_CAPACITY);
+    let stop = shutdown.clone();
+    tasks.spawn("catalog-updates", async move {
+        catalogs::forward_catalog_updates(updates, pokes, stop).await;
+        Ok::<(), anyhow::Error>(())
+    });
     tasks.spawn(
         "catalogs",
         catalogs::run(
@@ -290,6 +308,7 @@ async fn main() -> anyhow::Result<()> {
             Arc::clone(&store),
             metrics.catalogs.clone(),
             cli.interval,
+            poked,
             move || catalogs_ready.set(),
             shutdown.clone(),
         ),

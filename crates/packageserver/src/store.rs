@@ -12,11 +12,15 @@ use std::{
 };
 
 use olm_api::package_manifest::PackageManifest;
+use sha2::{Digest as _, Sha256};
 use tokio::sync::broadcast;
 
 /// How many changes the store keeps for watches to resume from; a watch
 /// from an older resourceVersion gets `410 Gone` and relists.
 pub const HISTORY_LIMIT: usize = 20_000;
+
+/// Bytes of the content digest kept in [`Snapshot::generation`] (hex).
+pub const GENERATION_BYTES: usize = 16;
 
 /// Capacity of the live change channel; a watcher that falls further behind
 /// is ended and resumes from its last resourceVersion.
@@ -31,6 +35,10 @@ pub struct Stored {
     pub manifest: PackageManifest,
     /// `status` as JSON, icons stripped.
     pub status_json: Box<serde_json::value::RawValue>,
+    /// SHA-256 of what a LIST shows of the package except its
+    /// resourceVersion: equal on every replica that fetched the same
+    /// catalog content (see [`Snapshot::generation`]).
+    pub digest: [u8; 32],
 }
 
 impl Stored {
@@ -45,11 +53,50 @@ impl Stored {
         let status_json = serde_json::value::to_raw_value(&status)
             .or_else(|_| serde_json::value::RawValue::from_string("{}".to_owned()))
             .unwrap_or_default();
+        let mut metadata = manifest.metadata.clone();
+        metadata.resource_version = None;
+        let mut hasher = Sha256::new();
+        // Serializing plain data cannot fail; an empty slice would only make
+        // two packages look alike to a continue token.
+        hasher.update(serde_json::to_vec(&metadata).unwrap_or_default());
+        hasher.update([0]);
+        hasher.update(status_json.get().as_bytes());
         Self {
             manifest,
             status_json,
+            digest: hasher.finalize().into(),
         }
     }
+}
+
+/// Where an item sorts in a snapshot for a request in `namespace`: the
+/// request's own namespace first, then by name, catalog and catalog
+/// namespace. Total, so a continue token can name a position.
+pub type SortKey = (bool, String, String, String);
+
+/// The [`SortKey`] of a package for a request in `namespace`.
+pub fn sort_key(manifest: &PackageManifest, namespace: Option<&str>) -> SortKey {
+    let (foreign, name, catalog, catalog_namespace) = sort_key_ref(manifest, namespace);
+    (
+        foreign,
+        name.to_owned(),
+        catalog.to_owned(),
+        catalog_namespace.to_owned(),
+    )
+}
+
+/// [`sort_key`] without copies, for sorting.
+pub fn sort_key_ref<'a>(
+    manifest: &'a PackageManifest,
+    namespace: Option<&str>,
+) -> (bool, &'a str, &'a str, &'a str) {
+    let catalog_namespace = manifest.status.catalog_source_namespace.as_str();
+    (
+        Some(catalog_namespace) != namespace,
+        manifest.metadata.name.as_deref().unwrap_or_default(),
+        manifest.status.catalog_source.as_str(),
+        catalog_namespace,
+    )
 }
 
 /// A catalog: `(namespace, name)`.
@@ -102,6 +149,18 @@ pub struct CatalogHealth {
 struct CatalogData {
     packages: BTreeMap<String, Arc<Stored>>,
     health: CatalogHealth,
+    /// SHA-256 over the packages' names and digests.
+    digest: [u8; 32],
+}
+
+fn catalog_digest(packages: &BTreeMap<String, Arc<Stored>>) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for (name, stored) in packages {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(stored.digest);
+    }
+    hasher.finalize().into()
 }
 
 #[derive(Debug)]
@@ -129,6 +188,11 @@ pub struct Snapshot {
     pub resource_version: u64,
     /// Visible catalogs whose data is stale, with the reason.
     pub stale: Vec<(CatalogKey, String)>,
+    /// A digest of the visible content (catalogs, packages, everything a
+    /// LIST shows but resourceVersions): it changes when anything visible
+    /// changes, and replicas that hold the same catalog content agree on it,
+    /// so a continue token issued by one replica is honoured by another.
+    pub generation: String,
 }
 
 /// Where a watch starts.
@@ -244,6 +308,7 @@ impl Store {
                 });
             }
         }
+        let digest = catalog_digest(&next);
         state.catalogs.insert(
             key.clone(),
             CatalogData {
@@ -252,6 +317,7 @@ impl Store {
                     last_success: Some(now),
                     last_error: None,
                 },
+                digest,
             },
         );
         self.commit(&mut state, rv, changes);
@@ -324,6 +390,7 @@ impl Store {
         let state = self.read();
         let mut items = Vec::new();
         let mut stale = Vec::new();
+        let mut generation = Sha256::new();
         for (key, data) in &state.catalogs {
             if !self.visible(namespace, &key.0) {
                 continue;
@@ -331,24 +398,27 @@ impl Store {
             if let Some(error) = &data.health.last_error {
                 stale.push((key.clone(), error.clone()));
             }
+            generation.update(key.0.as_bytes());
+            generation.update([0]);
+            generation.update(key.1.as_bytes());
+            generation.update([0]);
+            generation.update(data.digest);
             items.extend(data.packages.values().cloned());
         }
         // The request's own namespace first (GET picks the first match), then
         // by name and catalog.
         items.sort_by(|a, b| {
-            let (a, b) = (&a.manifest, &b.manifest);
-            let foreign =
-                |m: &PackageManifest| Some(m.status.catalog_source_namespace.as_str()) != namespace;
-            (foreign(a), &a.metadata.name, &a.status.catalog_source).cmp(&(
-                foreign(b),
-                &b.metadata.name,
-                &b.status.catalog_source,
-            ))
+            sort_key_ref(&a.manifest, namespace).cmp(&sort_key_ref(&b.manifest, namespace))
         });
+        let generation: [u8; 32] = generation.finalize().into();
         Snapshot {
             items,
             resource_version: state.resource_version,
             stale,
+            generation: generation[..GENERATION_BYTES]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
         }
     }
 
@@ -477,6 +547,79 @@ mod tests {
         assert_eq!(snap.stale, [(k.clone(), "connection refused".to_owned())]);
         store.remove_catalog(&k);
         assert!(store.snapshot(None).items.is_empty());
+    }
+
+    #[test]
+    fn generations_follow_content_not_replicas() {
+        let now = SystemTime::now();
+        let fill = |store: &Store, provider: &str| {
+            store.replace_catalog(
+                &key("olm", "global"),
+                vec![
+                    pm("a", "olm", "global", provider),
+                    pm("b", "olm", "global", "x"),
+                ],
+                now,
+            );
+            store.replace_catalog(
+                &key("team", "local"),
+                vec![pm("c", "team", "local", "x")],
+                now,
+            );
+        };
+        // Two replicas: different version counters, same content.
+        let (one, two) = (Store::new("olm", 10), Store::new("olm", 5_000));
+        fill(&one, "x");
+        fill(&two, "x");
+        assert_ne!(one.resource_version(), two.resource_version());
+        for ns in [None, Some("team"), Some("other")] {
+            assert_eq!(
+                one.snapshot(ns).generation,
+                two.snapshot(ns).generation,
+                "{ns:?}"
+            );
+            assert_eq!(one.snapshot(ns).generation.len(), 2 * GENERATION_BYTES);
+        }
+        let before = (
+            one.snapshot(None).generation,
+            one.snapshot(Some("team")).generation,
+            one.snapshot(Some("other")).generation,
+        );
+        // A change in the team's catalog: visible from the team and from all
+        // namespaces, not from another namespace.
+        one.replace_catalog(
+            &key("team", "local"),
+            vec![pm("c", "team", "local", "y")],
+            now,
+        );
+        assert_ne!(one.snapshot(None).generation, before.0);
+        assert_ne!(one.snapshot(Some("team")).generation, before.1);
+        assert_eq!(one.snapshot(Some("other")).generation, before.2);
+        // Back to the same content: the same generation again.
+        one.replace_catalog(
+            &key("team", "local"),
+            vec![pm("c", "team", "local", "x")],
+            now,
+        );
+        assert_eq!(one.snapshot(None).generation, before.0);
+        fill(&two, "z");
+        assert_ne!(two.snapshot(Some("other")).generation, before.2);
+    }
+
+    #[test]
+    fn sort_keys_are_total() {
+        let store = Store::new("olm", 1);
+        let now = SystemTime::now();
+        // Same package and catalog name in two namespaces.
+        store.replace_catalog(&key("a", "cat"), vec![pm("p", "a", "cat", "x")], now);
+        store.replace_catalog(&key("b", "cat"), vec![pm("p", "b", "cat", "x")], now);
+        let snapshot = store.snapshot(None);
+        let keys: Vec<SortKey> = snapshot
+            .items
+            .iter()
+            .map(|s| sort_key(&s.manifest, None))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
     }
 
     #[test]

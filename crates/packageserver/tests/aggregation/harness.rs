@@ -60,6 +60,71 @@ pub(crate) const CERT_OVERLAP: &str = "2s";
 /// See [`CA_LIFETIME`].
 pub(crate) const RENEW_FRACTION: &str = "0.5";
 
+/// A catalog of one-bundle packages named `packages`, each in channel
+/// `stable`, written as `dir/catalog/index.json`.
+pub(crate) fn write_simple_catalog(dir: &Path, packages: &[&str]) {
+    let mut text = String::new();
+    for package in packages {
+        let name = format!("{package}.v0.1.0");
+        let csv = json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {"name": name},
+            "spec": {"displayName": package, "version": "0.1.0",
+                     "provider": {"name": "Bus Works"},
+                     "installModes": [{"type": "AllNamespaces", "supported": true}],
+                     "install": {"strategy": "deployment", "spec": {"deployments": []}}},
+        });
+        for doc in [
+            json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": package, "name": "stable", "entries": [{"name": name}]}),
+            json!({"schema": "olm.bundle", "package": package, "name": name,
+            "image": format!("registry.example/{package}-bundle:v0.1.0"),
+            "properties": [
+                {"type": "olm.package", "value": {"packageName": package, "version": "0.1.0"}},
+                {"type": "olm.bundle.object", "value": {"data": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, csv.to_string())}},
+            ]}),
+        ] {
+            text.push_str(&format!("{doc}\n"));
+        }
+    }
+    std::fs::create_dir_all(dir.join("catalog")).unwrap();
+    std::fs::write(dir.join("catalog/index.json"), text).unwrap();
+}
+
+/// Serves the catalog written in `dir` on `host`, from the caller's runtime.
+pub(crate) async fn serve_registry(host: Ipv4Addr, dir: &Path) -> SocketAddr {
+    let index = CatalogIndex::build(dir.join("catalog"), &IndexOptions::default()).unwrap();
+    let listener = TcpListener::bind((host, 0)).await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(RegistryServer::new(index).serve(listener, std::future::pending()));
+    address
+}
+
+/// A TCP relay on `host` whose target can be switched: new connections go
+/// to the target of the moment (existing ones stay where they are).
+pub(crate) async fn switchable_relay(
+    host: Ipv4Addr,
+    target: std::sync::Arc<Mutex<SocketAddr>>,
+) -> SocketAddr {
+    let listener = TcpListener::bind((host, 0)).await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                continue;
+            };
+            let to = *target.lock().unwrap();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = TcpStream::connect(to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    address
+}
+
 /// The catalog the registry serves: two packages, one with an icon and two
 /// channels, one deprecated bundle.
 fn write_catalog(dir: &Path) {
@@ -204,6 +269,25 @@ impl Replica {
         out.stdout == b"200"
     }
 
+    /// [`Replica::ready`] for callers outside a runtime.
+    pub(crate) fn ready_blocking(&self) -> bool {
+        let url = format!("http://{}:{ADMIN_PORT}/readyz", self.address);
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "2",
+                &url,
+            ])
+            .output()
+            .unwrap();
+        out.stdout == b"200"
+    }
+
     /// Its metrics text.
     pub(crate) async fn metrics(&self) -> String {
         let url = format!("http://{}:{ADMIN_PORT}/metrics", self.address);
@@ -244,6 +328,9 @@ pub(crate) struct Harness {
     pub(crate) host_address: Ipv4Addr,
     /// A folder for files of this test run.
     pub(crate) dir: PathBuf,
+    /// The NATS server the replicas subscribe to (their `--nats-url`
+    /// reaches it through a relay on the host's veth address).
+    pub(crate) nats: olm_testkit::nats::NatsServer,
     _guardian: Mutex<ChildStdin>,
 }
 
@@ -439,6 +526,8 @@ fn start() -> Harness {
     let catalog_dir = dir.join("fbc");
     write_catalog(&catalog_dir);
     let api_url = plane.server_url().to_owned();
+    let nats = olm_testkit::nats::NatsServer::start().unwrap();
+    let nats_port: u16 = nats.url().rsplit_once(':').unwrap().1.parse().unwrap();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -466,11 +555,17 @@ fn start() -> Harness {
             tokio::spawn(
                 RegistryServer::new(index).serve(registry_listener, std::future::pending()),
             );
-            tx.send((relay_addr, registry_addr)).unwrap();
+            let nats_listener = TcpListener::bind((host_ip, 0)).await.unwrap();
+            let nats_relay = nats_listener.local_addr().unwrap();
+            tokio::spawn(relay(
+                nats_listener,
+                SocketAddr::from(([127, 0, 0, 1], nats_port)),
+            ));
+            tx.send((relay_addr, registry_addr, nats_relay)).unwrap();
             std::future::pending::<()>().await;
         });
     });
-    let (relay_addr, registry_addr) = rx.recv().unwrap();
+    let (relay_addr, registry_addr, nats_relay) = rx.recv().unwrap();
 
     for ns in [SERVER_NAMESPACE, GLOBAL_NAMESPACE, TEAM_NAMESPACE] {
         apply(&[json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})]);
@@ -479,7 +574,8 @@ fn start() -> Harness {
     apply(&[
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE, "namespace": SERVER_NAMESPACE},
                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": SECURE_PORT, "protocol": "TCP"}]}}),
-        endpoints(&names.iter().map(|n| (n.4, true)).collect::<Vec<_>>()),
+        // Not ready until their readiness endpoint says so (below).
+        endpoints(&names.iter().map(|n| (n.4, false)).collect::<Vec<_>>()),
         json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
                "metadata": {"name": GLOBAL_CATALOG, "namespace": GLOBAL_NAMESPACE, "labels": {"fixture": "global"}},
                "spec": {"sourceType": "grpc", "address": registry_addr.to_string(), "displayName": GLOBAL_CATALOG_DISPLAY, "publisher": "Fixture Works"}}),
@@ -511,7 +607,10 @@ fn start() -> Harness {
     let kubeconfig_path = dir.join("kubeconfig");
     std::fs::write(&kubeconfig_path, kubeconfig.to_string()).unwrap();
 
+    let nats_url = format!("nats://{nats_relay}");
     let args: Vec<String> = [
+        "--nats-url",
+        nats_url.as_str(),
         "--namespace",
         SERVER_NAMESPACE,
         "--global-namespace",
@@ -559,11 +658,59 @@ fn start() -> Harness {
         registry_address: registry_addr,
         host_address: host_ip,
         dir,
+        nats,
         _guardian: Mutex::new(guardian_stdin),
     };
-    // Ready when the aggregator serves the group.
+    // Readiness, as a kubelet and the endpoints controller would do it: a
+    // replica becomes a ready address of the Service only once its /readyz
+    // answers 200. Listing replicas as ready before they listen made the
+    // suite flaky: the aggregator fetches the group's discovery document
+    // from one endpoint whenever the APIService changes, and a fetch that
+    // lands on a replica not listening yet marks the group's discovery stale
+    // until the next change of the APIService (seconds later, at the next CA
+    // rotation). kubectl needs discovery and failed throughout that window,
+    // while direct requests (kube-rs) went through: five tests failed
+    // together. Real clusters have the readiness probe for this.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ready = vec![false; harness.replicas.len()];
+    while ready.iter().any(|r| !r) {
+        let now_ready: Vec<bool> = harness
+            .replicas
+            .iter()
+            .map(Replica::ready_blocking)
+            .collect();
+        if now_ready != ready {
+            ready = now_ready;
+            apply(&[endpoints(
+                &harness
+                    .replicas
+                    .iter()
+                    .zip(&ready)
+                    .map(|(r, ready)| (r.address, *ready))
+                    .collect::<Vec<_>>(),
+            )]);
+        }
+        if Instant::now() > deadline {
+            let logs: String = harness.replicas.iter().map(|r| r.log()).collect();
+            panic!("packageserver replicas not ready within 60 s: {ready:?}\nlogs:\n{logs}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Then the aggregator: the APIService Available and kubectl (which
+    // resolves the resource through the aggregated discovery) served.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
+        let available = plane
+            .kubectl()
+            .args([
+                "get",
+                "apiservice",
+                APISERVICE,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+            ])
+            .output()
+            .unwrap();
         let out = plane
             .kubectl()
             .args([
@@ -577,7 +724,8 @@ fn start() -> Harness {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        if out.status.success()
+        if available.stdout == b"True"
+            && out.status.success()
             && text.contains("gizmo-operator")
             && text.contains("sprocket-operator")
         {

@@ -7,8 +7,10 @@
 #![allow(clippy::unwrap_used)]
 
 mod auth;
+mod bus;
 mod harness;
 mod kubectl;
+mod paging;
 mod soak;
 mod watch;
 
