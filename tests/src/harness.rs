@@ -817,8 +817,8 @@ pub async fn delete_crds(client: &kube::Client, names: &[String]) {
     }
 }
 
-/// The path of a service binary of this workspace (`catalog-operator`,
-/// `bundle-unpacker`), built first (once per test binary) in the profile and
+/// The path of a binary of this workspace (`catalog-operator`,
+/// `bundle-unpacker`, `opm`), built first (once per test binary) in the profile and
 /// target directory of the running test, so it is never stale.
 pub fn service_binary(name: &str) -> std::path::PathBuf {
     static BUILT: std::sync::OnceLock<Result<std::path::PathBuf, String>> =
@@ -844,6 +844,8 @@ pub fn service_binary(name: &str) -> std::path::PathBuf {
                     "catalog-operator",
                     "-p",
                     "bundle-unpacker",
+                    "-p",
+                    "opm",
                 ])
                 .arg("--target-dir")
                 .arg(target_dir);

@@ -294,3 +294,135 @@ async fn a_manual_subscription_waits_for_approval() {
         .delete(&format!("gadgets.{group}"), &Default::default())
         .await;
 }
+
+/// Runs `opm` with `args`, failing the test with its own words.
+fn opm(args: &[&str]) -> Vec<u8> {
+    let output = std::process::Command::new(olm_e2e::harness::service_binary("opm"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "opm {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// A real operator's bundle from the shared corpus (etcd 0.9.4), pushed with
+/// `opm alpha bundle push`, rendered with `opm render` into a catalog of CSV
+/// metadata only, served by `opm serve`: the Subscription installs it.
+#[tokio::test]
+async fn a_corpus_bundle_pushed_and_served_with_opm_installs() {
+    let Some(testdata) = olm_e2e::testdata() else {
+        return;
+    };
+    let setup = olm_e2e::harness::Setup::new("e2e-opm").await;
+    let namespace = setup.namespace().to_owned();
+    let bundle_dir = testdata.join("bundles/etcd/0.9.4");
+    let image = format!("{}/e2e/etcd-bundle:v0.9.4", setup.registry.host());
+    opm(&[
+        "alpha",
+        "bundle",
+        "push",
+        bundle_dir.to_str().unwrap(),
+        &image,
+        "--insecure",
+    ]);
+    let rendered = opm(&[
+        "render",
+        "--use-http",
+        &image,
+        "--migrate-level",
+        "bundle-object-to-csv-metadata",
+        "-o",
+        "json",
+    ]);
+    let bundle: serde_json::Value = serde_json::from_slice(&rendered).unwrap();
+    assert_eq!(bundle["name"], "etcdoperator.v0.9.4");
+    let catalog = tempfile::tempdir().unwrap();
+    let documents = [
+        json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "singlenamespace-alpha"}),
+        json!({"schema": "olm.channel", "package": "etcd", "name": "singlenamespace-alpha",
+            "entries": [{"name": "etcdoperator.v0.9.4"}]}),
+        bundle,
+    ];
+    let text: String = documents.iter().map(|d| format!("{d}\n")).collect();
+    assert!(!text.contains("olm.bundle.object"), "CSV metadata only");
+    std::fs::write(catalog.path().join("catalog.json"), text).unwrap();
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut serve = std::process::Command::new(olm_e2e::harness::service_binary("opm"))
+        .args([
+            "serve",
+            catalog.path().to_str().unwrap(),
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let address = format!("127.0.0.1:{port}");
+    eventually("opm serve listening", WAIT, || async {
+        tokio::net::TcpStream::connect(&address)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+
+    let services = olm_e2e::harness::start_services_with(
+        &namespace,
+        &setup.registry.host(),
+        olm_e2e::harness::ServiceOptions::default(),
+    )
+    .await;
+    olm_e2e::harness::create_catalog(&setup.client, &namespace, "corpus", &address).await;
+    olm_e2e::harness::create_operator_group(&setup.client, &namespace, json!({})).await;
+    olm_e2e::harness::create_subscription_with(
+        &setup.client,
+        &namespace,
+        "etcd",
+        "corpus",
+        json!({"channel": "singlenamespace-alpha"}),
+    )
+    .await;
+    let status =
+        olm_e2e::harness::wait_installed(&setup.client, &namespace, "etcd", "etcdoperator.v0.9.4")
+            .await;
+    assert_eq!(status["currentCSV"], "etcdoperator.v0.9.4");
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(setup.client.clone(), &namespace);
+    deployments.get("etcd-operator").await.unwrap();
+    let plans = olm_e2e::harness::install_plans(&setup.client, &namespace).await;
+    assert_eq!(plans.len(), 1, "{plans:?}");
+    let kinds: Vec<&str> = plans[0]["status"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["resource"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == "CustomResourceDefinition")
+            .count(),
+        3,
+        "{kinds:?}"
+    );
+    services.stop().await;
+    let _ = serve.kill();
+    let _ = serve.wait();
+    olm_e2e::harness::delete_crds(
+        &setup.client,
+        &[
+            "etcdclusters.etcd.database.coreos.com".to_owned(),
+            "etcdbackups.etcd.database.coreos.com".to_owned(),
+            "etcdrestores.etcd.database.coreos.com".to_owned(),
+        ],
+    )
+    .await;
+}

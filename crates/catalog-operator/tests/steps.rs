@@ -172,6 +172,33 @@ fn a_real_bundle_becomes_steps() {
         ]
     );
     assert_eq!(steps[0].resource.name, "etcdoperator.v0.9.4");
+    // The bundle leaves out `name` of its owned CRD's resources, which the
+    // CSV CRD requires: the step carries it empty, as upstream writes it.
+    let csv: serde_json::Value =
+        serde_json::from_str(steps[0].resource.manifest.as_deref().unwrap()).unwrap();
+    let resources = &csv["spec"]["customresourcedefinitions"]["owned"][0]["resources"];
+    assert_eq!(
+        resources,
+        &serde_json::json!([
+            {"name": "", "kind": "Service", "version": "v1"},
+            {"name": "", "kind": "Pod", "version": "v1"}
+        ])
+    );
+    // Nothing else is lost on the way.
+    assert_eq!(csv["spec"]["replaces"], "etcdoperator.v0.9.2");
+    assert_eq!(
+        csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(
+        csv["metadata"]["annotations"]["alm-examples"]
+            .as_str()
+            .unwrap()
+            .contains("EtcdCluster")
+    );
     let mut crds: Vec<_> = steps[1..].iter().map(|s| s.resource.name.clone()).collect();
     crds.sort();
     assert_eq!(

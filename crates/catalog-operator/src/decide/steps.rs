@@ -152,6 +152,7 @@ pub fn steps_for_bundle(
             );
         }
     }
+    let csv = as_upstream_writes(csv);
     let mut steps = vec![step_of(csv_name, source, &csv)];
     steps.extend(
         parsed
@@ -160,6 +161,25 @@ pub fn steps_for_bundle(
             .map(|o| step_of(csv_name, source, o)),
     );
     Ok(steps)
+}
+
+/// The CSV as upstream writes it: upstream decodes the bundle's CSV into its
+/// Go types and encodes it again, which writes every field its CRD requires
+/// even where the bundle left it out (`resources[].name` of an owned CRD,
+/// for one: etcd 0.9.4 omits it, and the API server refuses the CSV without
+/// it). Our typed CSV does the same (`olm-api`'s corpus round-trip test holds
+/// it to losing nothing else). A CSV our types cannot read is left as it is
+/// for the API server to judge.
+fn as_upstream_writes(csv: Map<String, Value>) -> Map<String, Value> {
+    let Ok(typed) =
+        serde_json::from_value::<olm_api::csv::ClusterServiceVersion>(Value::Object(csv.clone()))
+    else {
+        return csv;
+    };
+    match serde_json::to_value(&typed) {
+        Ok(Value::Object(written)) => written,
+        _ => csv,
+    }
 }
 
 /// Whether a resolved bundle's content must come from its image rather than
