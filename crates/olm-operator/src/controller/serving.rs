@@ -53,10 +53,10 @@ use crate::{
         csv_phase::{ApiServiceResources, ApiServicesCheck, IssuedCertificates, WebhooksCheck},
         deployment::owner_labels,
         webhook::{
-            ObservedWebhooks, configuration_labels, conversion_crds, conversions_to_reset,
-            description_selector, mutating_configuration, mutating_webhook, namespace_selector,
-            removed_configurations, validating_configuration, validating_webhook, webhook_current,
-            webhooks_check, with_conversion_webhook, without_conversion_webhook,
+            AdmissionConfiguration, ObservedWebhooks, configuration, conversion_crds,
+            conversions_to_reset, description_selector, namespace_selector, removed_configurations,
+            updated_configuration, webhooks_check, with_conversion_webhook,
+            without_conversion_webhook,
         },
     },
 };
@@ -688,6 +688,51 @@ async fn install_api_service(
     Ok(())
 }
 
+/// Creates the admission configuration of a description, or brings the
+/// existing ones (found by their owner labels) up to date.
+async fn ensure_configuration<C>(
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    description: &olm_api::csv::WebhookDescription,
+    namespace_selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    bundle: &str,
+    listed: &ListParams,
+) -> Result<(), Error>
+where
+    C: AdmissionConfiguration
+        + kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let kind = C::KIND;
+    let api: Api<C> = Api::all(client.clone());
+    let existing = api
+        .list(listed)
+        .await
+        .map_err(kube_error("list", kind, csv.name_any()))?;
+    if existing.items.is_empty() {
+        let desired: C = configuration(csv, description, namespace_selector, bundle)?;
+        api.create(&PostParams::default(), &desired)
+            .await
+            .map_err(kube_error(
+                "create",
+                kind,
+                description.generate_name.clone(),
+            ))?;
+    }
+    for current in existing.items {
+        let name = current.name_any();
+        if let Some(updated) =
+            updated_configuration(current, csv, description, namespace_selector, bundle)?
+        {
+            api.replace(&name, &PostParams::default(), &updated)
+                .await
+                .map_err(kube_error("replace", kind, name.clone()))?;
+        }
+    }
+    Ok(())
+}
+
 async fn install_webhook(
     client: &Client,
     csv: &ClusterServiceVersion,
@@ -705,112 +750,26 @@ async fn install_webhook(
     let listed = selector(&description_selector(csv, description));
     if description.type_ == WebhookAdmissionType::VALIDATING {
         let ns_selector = selector_of()?;
-        let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-        let existing = api.list(&listed).await.map_err(kube_error(
-            "list",
-            "ValidatingWebhookConfiguration",
-            csv.name_any(),
-        ))?;
-        if existing.items.is_empty() {
-            let desired = validating_configuration(csv, description, ns_selector.as_ref(), bundle)?;
-            api.create(&PostParams::default(), &desired)
-                .await
-                .map_err(kube_error(
-                    "create",
-                    "ValidatingWebhookConfiguration",
-                    description.generate_name.clone(),
-                ))?;
-        }
-        for mut current in existing.items {
-            let webhooks = vec![validating_webhook(
-                csv,
-                description,
-                ns_selector.as_ref(),
-                bundle,
-            )];
-            let wanted_labels = configuration_labels(csv, description)?;
-            let current_labels = current.metadata.labels.get_or_insert_with(BTreeMap::new);
-            let labelled = wanted_labels
-                .iter()
-                .all(|(k, v)| current_labels.get(k) == Some(v));
-            let up_to_date = match current.webhooks.as_deref() {
-                Some([found]) => webhook_current(
-                    (&found.client_config, found.namespace_selector.as_ref()),
-                    (
-                        &webhooks[0].client_config,
-                        webhooks[0].namespace_selector.as_ref(),
-                    ),
-                ),
-                _ => false,
-            };
-            if labelled && up_to_date {
-                continue;
-            }
-            current_labels.extend(wanted_labels);
-            current.webhooks = Some(webhooks);
-            let name = current.name_any();
-            api.replace(&name, &PostParams::default(), &current)
-                .await
-                .map_err(kube_error(
-                    "replace",
-                    "ValidatingWebhookConfiguration",
-                    name.clone(),
-                ))?;
-        }
+        ensure_configuration::<ValidatingWebhookConfiguration>(
+            client,
+            csv,
+            description,
+            ns_selector.as_ref(),
+            bundle,
+            &listed,
+        )
+        .await?;
     } else if description.type_ == WebhookAdmissionType::MUTATING {
         let ns_selector = selector_of()?;
-        let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        let existing = api.list(&listed).await.map_err(kube_error(
-            "list",
-            "MutatingWebhookConfiguration",
-            csv.name_any(),
-        ))?;
-        if existing.items.is_empty() {
-            let desired = mutating_configuration(csv, description, ns_selector.as_ref(), bundle)?;
-            api.create(&PostParams::default(), &desired)
-                .await
-                .map_err(kube_error(
-                    "create",
-                    "MutatingWebhookConfiguration",
-                    description.generate_name.clone(),
-                ))?;
-        }
-        for mut current in existing.items {
-            let webhooks = vec![mutating_webhook(
-                csv,
-                description,
-                ns_selector.as_ref(),
-                bundle,
-            )];
-            let wanted_labels = configuration_labels(csv, description)?;
-            let current_labels = current.metadata.labels.get_or_insert_with(BTreeMap::new);
-            let labelled = wanted_labels
-                .iter()
-                .all(|(k, v)| current_labels.get(k) == Some(v));
-            let up_to_date = match current.webhooks.as_deref() {
-                Some([found]) => webhook_current(
-                    (&found.client_config, found.namespace_selector.as_ref()),
-                    (
-                        &webhooks[0].client_config,
-                        webhooks[0].namespace_selector.as_ref(),
-                    ),
-                ),
-                _ => false,
-            };
-            if labelled && up_to_date {
-                continue;
-            }
-            current_labels.extend(wanted_labels);
-            current.webhooks = Some(webhooks);
-            let name = current.name_any();
-            api.replace(&name, &PostParams::default(), &current)
-                .await
-                .map_err(kube_error(
-                    "replace",
-                    "MutatingWebhookConfiguration",
-                    name.clone(),
-                ))?;
-        }
+        ensure_configuration::<MutatingWebhookConfiguration>(
+            client,
+            csv,
+            description,
+            ns_selector.as_ref(),
+            bundle,
+            &listed,
+        )
+        .await?;
     } else if description.type_ == WebhookAdmissionType::CONVERSION {
         let api: Api<CustomResourceDefinition> = Api::all(client.clone());
         for name in conversion_crds(description).map_err(serving)? {

@@ -196,42 +196,136 @@ pub fn mutating_webhook(
     }
 }
 
-/// A new ValidatingWebhookConfiguration for a description (created with
-/// `generateName`); an existing one is updated with [`validating_webhook`]
-/// and [`configuration_labels`].
-pub fn validating_configuration(
-    csv: &ClusterServiceVersion,
-    description: &WebhookDescription,
-    namespace_selector: Option<&LabelSelector>,
-    ca_bundle: &str,
-) -> Result<ValidatingWebhookConfiguration, Error> {
-    Ok(ValidatingWebhookConfiguration {
-        metadata: configuration_meta(csv, description)?,
-        webhooks: Some(vec![validating_webhook(
-            csv,
-            description,
-            namespace_selector,
-            ca_bundle,
-        )]),
-    })
+/// The two admission webhook configuration kinds, so that one code path
+/// creates and updates both: each holds the one webhook a description makes.
+pub trait AdmissionConfiguration:
+    kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Sized
+{
+    /// The kind, for messages.
+    const KIND: &'static str;
+    /// The kind's webhook.
+    type Webhook;
+    /// The webhook a description makes (upstream's `GetValidatingWebhook` /
+    /// `GetMutatingWebhook`).
+    fn webhook(
+        csv: &ClusterServiceVersion,
+        description: &WebhookDescription,
+        namespace_selector: Option<&LabelSelector>,
+        ca_bundle: &str,
+    ) -> Self::Webhook;
+    /// A configuration of `metadata` holding `webhooks`.
+    fn new(metadata: ObjectMeta, webhooks: Vec<Self::Webhook>) -> Self;
+    /// Its webhooks.
+    fn webhooks(&self) -> Option<&[Self::Webhook]>;
+    /// Replaces its webhooks.
+    fn set_webhooks(&mut self, webhooks: Vec<Self::Webhook>);
+    /// Where a webhook sends its reviews, and for which namespaces: what
+    /// [`webhook_current`] compares.
+    fn target(webhook: &Self::Webhook) -> (&WebhookClientConfig, Option<&LabelSelector>);
 }
 
-/// A new MutatingWebhookConfiguration for a description.
-pub fn mutating_configuration(
+impl AdmissionConfiguration for ValidatingWebhookConfiguration {
+    const KIND: &'static str = "ValidatingWebhookConfiguration";
+    type Webhook = ValidatingWebhook;
+    fn webhook(
+        csv: &ClusterServiceVersion,
+        description: &WebhookDescription,
+        namespace_selector: Option<&LabelSelector>,
+        ca_bundle: &str,
+    ) -> ValidatingWebhook {
+        validating_webhook(csv, description, namespace_selector, ca_bundle)
+    }
+    fn new(metadata: ObjectMeta, webhooks: Vec<ValidatingWebhook>) -> Self {
+        Self {
+            metadata,
+            webhooks: Some(webhooks),
+        }
+    }
+    fn webhooks(&self) -> Option<&[ValidatingWebhook]> {
+        self.webhooks.as_deref()
+    }
+    fn set_webhooks(&mut self, webhooks: Vec<ValidatingWebhook>) {
+        self.webhooks = Some(webhooks);
+    }
+    fn target(webhook: &ValidatingWebhook) -> (&WebhookClientConfig, Option<&LabelSelector>) {
+        (&webhook.client_config, webhook.namespace_selector.as_ref())
+    }
+}
+
+impl AdmissionConfiguration for MutatingWebhookConfiguration {
+    const KIND: &'static str = "MutatingWebhookConfiguration";
+    type Webhook = MutatingWebhook;
+    fn webhook(
+        csv: &ClusterServiceVersion,
+        description: &WebhookDescription,
+        namespace_selector: Option<&LabelSelector>,
+        ca_bundle: &str,
+    ) -> MutatingWebhook {
+        mutating_webhook(csv, description, namespace_selector, ca_bundle)
+    }
+    fn new(metadata: ObjectMeta, webhooks: Vec<MutatingWebhook>) -> Self {
+        Self {
+            metadata,
+            webhooks: Some(webhooks),
+        }
+    }
+    fn webhooks(&self) -> Option<&[MutatingWebhook]> {
+        self.webhooks.as_deref()
+    }
+    fn set_webhooks(&mut self, webhooks: Vec<MutatingWebhook>) {
+        self.webhooks = Some(webhooks);
+    }
+    fn target(webhook: &MutatingWebhook) -> (&WebhookClientConfig, Option<&LabelSelector>) {
+        (&webhook.client_config, webhook.namespace_selector.as_ref())
+    }
+}
+
+/// A new configuration of kind `C` for a description (created with
+/// `generateName`); an existing one is brought up to date with
+/// [`updated_configuration`].
+pub fn configuration<C: AdmissionConfiguration>(
     csv: &ClusterServiceVersion,
     description: &WebhookDescription,
     namespace_selector: Option<&LabelSelector>,
     ca_bundle: &str,
-) -> Result<MutatingWebhookConfiguration, Error> {
-    Ok(MutatingWebhookConfiguration {
-        metadata: configuration_meta(csv, description)?,
-        webhooks: Some(vec![mutating_webhook(
-            csv,
-            description,
-            namespace_selector,
-            ca_bundle,
-        )]),
-    })
+) -> Result<C, Error> {
+    Ok(C::new(
+        configuration_meta(csv, description)?,
+        vec![C::webhook(csv, description, namespace_selector, ca_bundle)],
+    ))
+}
+
+/// An existing configuration brought up to date (its webhook and owner
+/// labels), or `None` when it already is.
+pub fn updated_configuration<C: AdmissionConfiguration>(
+    mut current: C,
+    csv: &ClusterServiceVersion,
+    description: &WebhookDescription,
+    namespace_selector: Option<&LabelSelector>,
+    ca_bundle: &str,
+) -> Result<Option<C>, Error> {
+    let webhook = C::webhook(csv, description, namespace_selector, ca_bundle);
+    let wanted_labels = configuration_labels(csv, description)?;
+    let labelled = {
+        let current_labels = current.meta().labels.as_ref();
+        wanted_labels
+            .iter()
+            .all(|(k, v)| current_labels.and_then(|l| l.get(k)) == Some(v))
+    };
+    let up_to_date = match current.webhooks() {
+        Some([found]) => webhook_current(C::target(found), C::target(&webhook)),
+        _ => false,
+    };
+    if labelled && up_to_date {
+        return Ok(None);
+    }
+    current
+        .meta_mut()
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .extend(wanted_labels);
+    current.set_webhooks(vec![webhook]);
+    Ok(Some(current))
 }
 
 /// Whether a webhook found in a configuration already calls what `desired`

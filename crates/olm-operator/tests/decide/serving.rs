@@ -39,8 +39,8 @@ use olm_operator::decide::{
     csv_phase::{ApiServiceResources, ApiServicesCheck, WebhooksCheck},
     deployment::{DeploymentOverrides, build_deployment},
     webhook::{
-        ObservedWebhooks, configuration_labels, conversions_to_reset, namespace_selector,
-        removed_configurations, validating_configuration, webhook_current, webhooks_check,
+        ObservedWebhooks, configuration, configuration_labels, conversions_to_reset,
+        namespace_selector, removed_configurations, webhook_current, webhooks_check,
         with_conversion_webhook, without_conversion_webhook,
     },
 };
@@ -642,8 +642,10 @@ fn validating_configuration_as_upstream_builds_it() {
     let csv = serving_widget();
     let description = &csv.spec.webhooks()[0];
     let selector = LabelSelector::default();
-    let configuration =
-        validating_configuration(&csv, description, Some(&selector), "CA").expect("builds");
+    let configuration = configuration::<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    >(&csv, description, Some(&selector), "CA")
+    .expect("builds");
     assert_eq!(
         configuration.metadata.generate_name.as_deref(),
         Some("vwidget.gadgets.example.test-")
