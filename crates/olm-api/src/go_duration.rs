@@ -49,6 +49,11 @@ const NANOS_PER: &[(&str, u128)] = &[
     ("h", 3_600 * 1_000_000_000),
 ];
 
+/// Fraction digits taken into account: with the largest unit (an hour,
+/// 3.6e12 ns) 10^18 times the scale still fits a u128, and 18 digits are
+/// finer than a nanosecond for every unit.
+const MAX_FRACTION_DIGITS: usize = 18;
+
 /// The largest magnitude Go's int64 nanoseconds hold.
 const MAX_NANOS: u128 = i64::MAX as u128;
 
@@ -107,10 +112,12 @@ pub fn parse(input: &str) -> Result<SignedDuration, DurationError> {
         };
         let mut nanos = whole.checked_mul(scale).ok_or_else(invalid)?;
         if !frac_part.is_empty() {
-            // Go keeps the precision an int64 of nanoseconds allows.
+            // Go keeps the precision an int64 of nanoseconds allows; more
+            // digits than MAX_FRACTION_DIGITS cannot change the result, and
+            // would overflow the arithmetic below.
             let mut frac_nanos: u128 = 0;
             let mut divisor: u128 = 1;
-            for digit in frac_part.bytes().take(30) {
+            for digit in frac_part.bytes().take(MAX_FRACTION_DIGITS) {
                 frac_nanos = frac_nanos * 10 + u128::from(digit - b'0');
                 divisor *= 10;
             }
@@ -252,6 +259,23 @@ mod tests {
         assert_eq!(parse(&long), Err(DurationError::Invalid(long.clone())));
         let fits = format!("{}s", "0".repeat(MAX_DURATION_TEXT - 1));
         assert_eq!(parse(&fits), Ok(SignedDuration::ZERO));
+    }
+
+    #[test]
+    fn long_fractions_neither_overflow_nor_lose_the_value() {
+        let nines = format!("0.{}", "9".repeat(30));
+        for unit in ["ns", "us", "ms", "s", "m", "h"] {
+            let text = format!("{nines}{unit}");
+            assert!(parse(&text).is_ok(), "{text}");
+        }
+        assert_eq!(
+            parse(&format!("{nines}s")),
+            Ok(SignedDuration::from_nanos(999_999_999))
+        );
+        assert_eq!(
+            parse(&format!("{nines}h")),
+            Ok(SignedDuration::from_nanos(3_599_999_999_999))
+        );
     }
 
     #[test]

@@ -72,10 +72,14 @@ impl AuditLog {
 }
 
 /// The request an audit event line describes; `None` for lines that are not
-/// audit events.
+/// audit events, and for the second event of a watch (a watch is logged when
+/// its response starts and again when it ends; it counts once).
 pub fn parse_event(line: &str) -> Option<Request> {
     let event: serde_json::Value = serde_json::from_str(line).ok()?;
     let verb = event.get("verb")?.as_str()?.to_owned();
+    if verb == "watch" && event.get("stage").and_then(|s| s.as_str()) == Some("ResponseComplete") {
+        return None;
+    }
     let user_agent = event
         .get("userAgent")
         .and_then(serde_json::Value::as_str)
@@ -135,6 +139,15 @@ mod tests {
         assert_eq!(
             parse_event(non_resource).map(|r| (r.user_agent, r.resource)),
             Some((String::new(), "/healthz".into()))
+        );
+        let watch = |stage: &str| {
+            format!(r#"{{"stage":"{stage}","verb":"watch","objectRef":{{"resource":"pods"}}}}"#)
+        };
+        assert!(parse_event(&watch("ResponseStarted")).is_some());
+        assert_eq!(
+            parse_event(&watch("ResponseComplete")),
+            None,
+            "a watch counts once"
         );
         assert_eq!(parse_event("not json"), None);
         assert_eq!(parse_event(r#"{"kind":"Event"}"#), None);

@@ -37,8 +37,9 @@ pub(crate) const KEEP_ENV: &str = "OLM_TESTKIT_KEEP";
 /// folder: benchmarks count API requests per client with it
 /// ([`crate::audit`]).
 pub const AUDIT_ENV: &str = "OLM_TESTKIT_AUDIT";
-/// The audit policy: one event per request, when it completes (a watch's
-/// when it starts), with metadata only.
+/// The audit policy: metadata only, one event per request when it completes;
+/// a watch is logged when its response starts and when it ends
+/// ([`crate::audit::parse_event`] counts it once).
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]

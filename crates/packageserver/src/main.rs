@@ -225,11 +225,15 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let policy = cli.policy();
     policy.validate().context("invalid certificate settings")?;
-    let client = cli
-        .kube
-        .client()
-        .await
-        .context("building the kube client")?;
+    let client = {
+        let mut config = cli
+            .kube
+            .config()
+            .await
+            .context("reading the kube configuration")?;
+        olm_runtime::config::identify(&mut config, SERVICE_NAME, env!("CARGO_PKG_VERSION"));
+        kube::Client::try_from(config).context("building the kube client")?
+    };
 
     let mut registry = MetricsRegistry::default();
     let metrics = Metrics::register(&mut registry);

@@ -639,12 +639,7 @@ async fn persist_lookups(
     let mut remaining = Vec::new();
     let mut added = Vec::new();
     for mut lookup in std::mem::take(&mut status.bundle_lookups) {
-        let catalog_namespace = lookup
-            .catalog_source_ref
-            .as_ref()
-            .and_then(|r| r.namespace.clone())
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| namespace.to_owned());
+        let catalog_namespace = decide::lookup_catalog_namespace(&lookup, namespace).to_owned();
         let catalog = lookup
             .catalog_source_ref
             .as_ref()

@@ -874,11 +874,7 @@ async fn delete_failure_record(
     namespace: &str,
     lookup: &BundleLookup,
 ) -> Result<(), Error> {
-    let catalog_namespace = lookup
-        .catalog_source_ref
-        .as_ref()
-        .and_then(|r| r.namespace.clone())
-        .unwrap_or_else(|| namespace.to_owned());
+    let catalog_namespace = plan_rules::lookup_catalog_namespace(lookup, namespace);
     let name = olm_catalog::unpacked::config_map_name(&lookup.path);
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(context.client.clone(), &catalog_namespace);

@@ -285,14 +285,24 @@ pub fn waits_for_bundle(plan: &InstallPlan, catalog_namespace: &str, image: &str
     }
     let plan_namespace = plan.metadata.namespace.as_deref().unwrap_or_default();
     status.bundle_lookups.iter().any(|lookup| {
-        let namespace = lookup
-            .catalog_source_ref
-            .as_ref()
-            .and_then(|r| r.namespace.as_deref())
-            .filter(|n| !n.is_empty())
-            .unwrap_or(plan_namespace);
-        lookup.path == image && namespace == catalog_namespace
+        lookup.path == image
+            && lookup_catalog_namespace(lookup, plan_namespace) == catalog_namespace
     })
+}
+
+/// The namespace of the catalog a bundle lookup names, where its unpacked
+/// content is stored: the plan's own namespace when the reference leaves it
+/// out (or empty), as upstream does.
+pub fn lookup_catalog_namespace<'a>(
+    lookup: &'a olm_api::install_plan::BundleLookup,
+    plan_namespace: &'a str,
+) -> &'a str {
+    lookup
+        .catalog_source_ref
+        .as_ref()
+        .and_then(|r| r.namespace.as_deref())
+        .filter(|n| !n.is_empty())
+        .unwrap_or(plan_namespace)
 }
 
 /// Whether an InstallPlan is finished (nothing more will happen to it).
