@@ -877,7 +877,7 @@ async fn delete_failure_record(
     let catalog_namespace = plan_rules::lookup_catalog_namespace(lookup, namespace);
     let name = olm_catalog::unpacked::config_map_name(&lookup.path);
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(context.client.clone(), &catalog_namespace);
+        Api::namespaced(context.client.clone(), catalog_namespace);
     let Some(record) = api.get_opt(&name).await.map_err(kube_error(format!(
         "reading ConfigMap {catalog_namespace}/{name}"
     )))?
