@@ -225,6 +225,12 @@ const SCENARIOS: &[Scenario] = &[
         bench: "resolve",
         what: "resolution p50/p99 and peak RSS: 10 and 100 subscriptions with transitive requirements against 3 catalogs of 20,000 bundles",
     },
+    Scenario {
+        name: "install",
+        package: "olm-e2e",
+        bench: "install",
+        what: "Subscription -> CSV Succeeded on a real control plane: p50 of 20 sequential installs, 20 at once, API requests per install (audit log)",
+    },
 ];
 
 fn bench(scenario: Option<&str>, list: bool, args: &[String]) -> Result<()> {
