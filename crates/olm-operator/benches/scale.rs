@@ -17,6 +17,10 @@
 //!
 //! Targets (issue 5): RSS under 150 MiB, each copy written once, zero copies
 //! with `disableCopiedCSVs`.
+//!
+//! While the binary runs, its RSS, thread count and copy writes are sampled
+//! every [`SAMPLE_EVERY`] and printed as a timeline, so a peak can be matched
+//! with what the operator was doing at the time.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -49,6 +53,12 @@ const IDLE_PERIOD: Duration = Duration::from_secs(20);
 /// Requests in flight while the bench creates its objects.
 const CREATE_CONCURRENCY: usize = 16;
 
+/// How often the timeline samples the binary.
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+/// One line of the timeline is printed per this many samples.
+const SAMPLES_PER_LINE: usize = 5;
+
 fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -65,6 +75,111 @@ struct Process {
     metrics_url: String,
 }
 
+/// One sample of the timeline.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    /// Seconds since the binary started.
+    at: f64,
+    rss_mib: f64,
+    threads: u64,
+    copy_writes: f64,
+}
+
+/// Samples the binary every [`SAMPLE_EVERY`] until dropped.
+struct Timeline {
+    samples: std::sync::Arc<std::sync::Mutex<Vec<Sample>>>,
+    marks: Vec<(f64, &'static str)>,
+    started: Instant,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Timeline {
+    fn start(pid: u32, metrics_url: String) -> Self {
+        let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let started = Instant::now();
+        let sink = samples.clone();
+        let task = tokio::spawn(async move {
+            let process = ProcStatus(pid);
+            loop {
+                let copy_writes = sum(
+                    &parse_metrics(&reqwest_free_get(&metrics_url).await),
+                    "olm_operator_copied_csv_writes_total",
+                );
+                let sample = Sample {
+                    at: started.elapsed().as_secs_f64(),
+                    rss_mib: process.field("VmRSS:") as f64 / 1024.0,
+                    threads: process.field("Threads:"),
+                    copy_writes,
+                };
+                sink.lock().unwrap().push(sample);
+                tokio::time::sleep(SAMPLE_EVERY).await;
+            }
+        });
+        Self {
+            samples,
+            marks: Vec::new(),
+            started,
+            task,
+        }
+    }
+
+    fn mark(&mut self, what: &'static str) {
+        self.marks
+            .push((self.started.elapsed().as_secs_f64(), what));
+    }
+
+    /// Prints the highest RSS of every [`SAMPLES_PER_LINE`] samples, the copy
+    /// writes so far and the marks that fall in that window.
+    fn print(&self) {
+        self.task.abort();
+        let samples = self.samples.lock().unwrap().clone();
+        println!("timeline (s since start: max RSS MiB, threads, copy writes so far):");
+        for chunk in samples.chunks(SAMPLES_PER_LINE) {
+            let (Some(first), Some(last)) = (chunk.first(), chunk.last()) else {
+                continue;
+            };
+            let peak = chunk.iter().map(|s| s.rss_mib).fold(0.0, f64::max);
+            let threads = chunk.iter().map(|s| s.threads).max().unwrap_or(0);
+            let marks: Vec<&str> = self
+                .marks
+                .iter()
+                .filter(|(at, _)| *at >= first.at && *at < last.at + SAMPLE_EVERY.as_secs_f64())
+                .map(|(_, what)| *what)
+                .collect();
+            println!(
+                "  {:>6.0} s: {peak:>6.1} MiB, {threads:>3} threads, {:>6} copy writes {}",
+                first.at,
+                last.copy_writes,
+                marks.join(", ")
+            );
+        }
+    }
+}
+
+/// Fields of `/proc/<pid>/status`.
+struct ProcStatus(u32);
+
+impl ProcStatus {
+    fn field(&self, field: &str) -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{}/status", self.0)).unwrap_or_default();
+        text.lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -74,13 +189,7 @@ impl Drop for Process {
 
 impl Process {
     fn proc_status(&self, field: &str) -> u64 {
-        let text = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        text.lines()
-            .find(|l| l.starts_with(field))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        ProcStatus(self.child.id()).field(field)
     }
 
     /// Peak and current RSS in MiB.
@@ -110,14 +219,7 @@ impl Process {
     }
 
     async fn metrics(&self) -> BTreeMap<String, f64> {
-        let text = reqwest_free_get(&self.metrics_url).await;
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (name, value) = l.rsplit_once(' ')?;
-                Some((name.to_owned(), value.parse().ok()?))
-            })
-            .collect()
+        parse_metrics(&reqwest_free_get(&self.metrics_url).await)
     }
 }
 
@@ -335,6 +437,7 @@ async fn main() {
             .unwrap(),
         metrics_url: format!("http://127.0.0.1:{port}/metrics"),
     };
+    let mut timeline = Timeline::start(process.child.id(), process.metrics_url.clone());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (_, idle_rss) = process.rss_mib();
     let idle_cpu = process.cpu_seconds();
@@ -343,6 +446,7 @@ async fn main() {
     );
 
     let csv_started = Instant::now();
+    timeline.mark("CSVs created");
     for index in 0..operator_count {
         let namespace = format!("operator-{index:02}");
         let csv: ClusterServiceVersion =
@@ -358,6 +462,7 @@ async fn main() {
     })
     .await;
     let converged = csv_started.elapsed();
+    timeline.mark("converged");
     // Let the last writes land in the metrics.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cpu = process.cpu_seconds() - idle_cpu;
@@ -391,6 +496,7 @@ async fn main() {
         sum(&after, "olm_operator_copied_csv_writes_total") - copy_writes
     );
 
+    timeline.mark("idle period over; disableCopiedCSVs");
     let disable_started = Instant::now();
     Api::<OLMConfig>::all(client.clone())
         .patch(
@@ -409,6 +515,7 @@ async fn main() {
         count_copies(&client).await == 0
     })
     .await;
+    timeline.mark("no copy left");
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (peak, now) = process.rss_mib();
     let final_metrics = process.metrics().await;
@@ -420,5 +527,7 @@ async fn main() {
         sum(&final_metrics, "olm_operator_api_writes_total")
             - sum(&after, "olm_operator_api_writes_total"),
     );
+    println!("threads: {}", process.proc_status("Threads:"));
+    timeline.print();
     let _ = process.child.kill();
 }

@@ -118,11 +118,14 @@ async fn main() -> anyhow::Result<()> {
     let mut registry = MetricsRegistry::default();
     let metrics = OperatorMetrics::register(&mut registry);
     let client = {
-        let config = cli
+        let mut config = cli
             .kube
             .config()
             .await
             .context("reading the kube configuration")?;
+        // `olm-operator/<version>` in the User-Agent of every request, so the
+        // API server's audit log and metrics tell this service apart.
+        olm_runtime::config::identify(&mut config, SERVICE_NAME, env!("CARGO_PKG_VERSION"));
         // Every request that changes something is counted
         // (`olm_operator_api_writes_total`), so the write load this service
         // puts on the API server is visible.

@@ -5,9 +5,12 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use jiff::Timestamp;
-use k8s_openapi::api::{
-    apps::v1::Deployment,
-    rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+    },
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Resource, ResourceExt,
@@ -34,7 +37,10 @@ use crate::{
         },
         csv_status::{self, CsvEvent, EventType},
         deployment::{DeploymentOverrides, check_deployments, has_owner_labels, validate_strategy},
-        group_rbac::{CrdUids, api_role_needs_write, provided_api_cluster_roles},
+        group_rbac::{
+            ApiServiceUids, CrdUids, api_role_needs_write, api_service_cluster_roles,
+            provided_api_cluster_roles,
+        },
         operator_condition::{desired_operator_condition, operator_condition_needs_write},
         operator_group::ObservedNamespace,
         rbac::{binding_selector, role_selector},
@@ -443,6 +449,7 @@ async fn act(
                     _ => None,
                 };
                 let serving = super::serving::ServingInputs {
+                    olm_client: &context.client,
                     policy: &context.config.certificates,
                     operator_group: group.as_ref(),
                     csvs: &csvs,
@@ -732,8 +739,35 @@ async fn ensure_operator_condition(
         })
 }
 
-/// Applies the per-API ClusterRoles of the CSV's owned CRDs that are missing
-/// or differ.
+/// The uids of the CSV's owned APIServices that exist, by name (read from
+/// the API server: APIServices are not cached, and only CSVs owning some
+/// ask).
+async fn owned_api_service_uids(
+    context: &Context,
+    csv: &ClusterServiceVersion,
+) -> Result<ApiServiceUids, Error> {
+    let api: Api<APIService> = Api::all(context.client.clone());
+    let mut uids = ApiServiceUids::new();
+    for owned in csv.spec.owned_api_services() {
+        let name = format!("{}.{}", owned.version, owned.group);
+        let found = api
+            .get_metadata_opt(&name)
+            .await
+            .map_err(|source| Error::Kube {
+                action: "get",
+                kind: "APIService",
+                name: name.clone(),
+                source: Box::new(source),
+            })?;
+        if let Some(uid) = found.and_then(|service| service.metadata.uid) {
+            uids.insert(name, uid);
+        }
+    }
+    Ok(uids)
+}
+
+/// Applies the per-API ClusterRoles of the CSV's owned CRDs and APIServices
+/// that are missing or differ (upstream's `ensureClusterRolesForCSV`).
 async fn ensure_provided_api_cluster_roles(
     context: &Context,
     csv: &ClusterServiceVersion,
@@ -745,13 +779,22 @@ async fn ensure_provided_api_cluster_roles(
         .iter()
         .filter_map(|crd| Some((crd.name_any(), crd.metadata.uid.clone()?)))
         .collect();
-    let roles = match provided_api_cluster_roles(csv, &crd_uids) {
-        Ok(roles) => roles,
-        Err(error) => {
-            tracing::info!(error = %error, "per-api cluster roles wait for their crds");
-            return Ok(());
+    let api_service_uids = owned_api_service_uids(context, csv).await?;
+    // As upstream: the CRDs' roles first; a missing CRD stops there, a
+    // missing APIService leaves the CRDs' roles written.
+    let mut roles = Vec::new();
+    for built in [
+        provided_api_cluster_roles(csv, &crd_uids),
+        api_service_cluster_roles(csv, &api_service_uids),
+    ] {
+        match built {
+            Ok(built) => roles.extend(built),
+            Err(error) => {
+                tracing::info!(error = %error, "per-api cluster roles wait for their apis");
+                break;
+            }
         }
-    };
+    }
     let existing = context.caches.cluster_roles.state();
     let api: Api<ClusterRole> = Api::all(context.client.clone());
     for role in roles {

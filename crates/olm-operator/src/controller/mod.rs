@@ -19,7 +19,8 @@
 //! OLMConfig, Namespaces, CRDs, and the Deployments, ServiceAccounts, Roles,
 //! RoleBindings, ClusterRoles and ClusterRoleBindings OLM manages
 //! (`olm.managed=true`, as upstream filters them). Managed fields are dropped
-//! from every cached object. A change to a managed object requeues the CSV
+//! from every cached object, and CRDs are cached without their OpenAPI
+//! schemas ([`trim_crd`]). A change to a managed object requeues the CSV
 //! named by its owner labels; a change to an OperatorGroup requeues the CSVs
 //! of its namespace; a change to a CRD requeues the CSVs that own or require
 //! it; a change to a Namespace requeues every OperatorGroup and every CSV's
@@ -312,6 +313,23 @@ fn trim_copy(copy: &mut PartialObjectMeta<ClusterServiceVersion>) {
     metadata.finalizers = None;
 }
 
+/// Drops what no reconcile reads of a cached CRD and what makes CRDs large:
+/// the managed fields, the `kubectl.kubernetes.io/last-applied-configuration`
+/// annotation (the whole CRD again) and every version's OpenAPI schema. (The
+/// CSV CRD alone carries a schema of well over half a megabyte.) Reconciles
+/// read names, versions, conditions, annotations, labels and the conversion
+/// settings; conversion webhooks are written to a CRD read fresh from the API
+/// server, never to the cached copy.
+fn trim_crd(crd: &mut CustomResourceDefinition) {
+    crd.metadata.managed_fields = None;
+    if let Some(annotations) = crd.metadata.annotations.as_mut() {
+        annotations.remove(labels::KUBECTL_LAST_APPLIED);
+    }
+    for version in &mut crd.spec.versions {
+        version.schema = None;
+    }
+}
+
 /// Sends every CSV of the store to `sender`.
 fn requeue_all(
     sender: &mpsc::UnboundedSender<ObjectRef<ClusterServiceVersion>>,
@@ -451,9 +469,14 @@ pub async fn run(
     let crds = {
         let csvs = csvs.clone();
         let csv_tx = csv_tx.clone();
-        caches::reflect(
+        let stream = watcher(
             Api::<CustomResourceDefinition>::all(client.clone()),
             watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(trim_crd);
+        caches::reflect_stream(
+            stream,
             readiness.gate("cache:CustomResourceDefinition"),
             move |crd: &CustomResourceDefinition, _| {
                 let name = crd.metadata.name.as_deref().unwrap_or_default();

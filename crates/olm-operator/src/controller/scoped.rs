@@ -7,7 +7,10 @@
 //! The rules are in [`crate::decide::scoped`]; this module only reads the
 //! caches and talks to the API server.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use futures::{StreamExt, channel::mpsc};
 use http::HeaderValue;
@@ -206,9 +209,16 @@ pub(crate) async fn retry_on_rbac_changes(context: Arc<Context>, shutdown: Cance
         changes::<ClusterRoleBinding>(Api::all(client.clone()), tx),
     );
     let retries = async {
-        while let Some(namespace) = rx.next().await {
+        while let Some(first) = rx.next().await {
+            // A burst of RBAC changes (an install applies several at once)
+            // is one scan: everything queued by now is handled together.
+            let mut namespaces = BTreeSet::from([first]);
+            while let Ok(more) = rx.try_recv() {
+                namespaces.insert(more);
+            }
+            let everywhere = namespaces.contains(&None);
             retry_forbidden_installs(&context, |csv| {
-                namespace.is_none() || csv.metadata.namespace == namespace
+                everywhere || namespaces.contains(&csv.metadata.namespace)
             })
             .await;
         }

@@ -4,9 +4,10 @@
 //!
 //! Only CSVs that own an APIService or declare a webhook cost any request
 //! here; their objects are read with direct GETs and label-selected LISTs at
-//! sync time rather than watched, since few CSVs have them. A change to one
-//! of them is noticed on the CSV's next sync (a watched Deployment or the CSV
-//! changing, the certificates' own next rotation time, or the resync).
+//! sync time. Metadata-only watches on OLM-managed Secrets, webhook
+//! configurations and APIServices wake the owning CSV when one changes or
+//! goes (see `wakeups`); the certificates' own next rotation time and the
+//! resync do the rest.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -450,8 +451,13 @@ async fn observe_webhooks(
 }
 
 /// What the installer needs besides the CSV.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub(crate) struct ServingInputs<'a> {
+    /// OLM's own client. APIServices, webhook configurations and CRD
+    /// conversion are cluster-wide registrations OLM makes on the operator's
+    /// behalf, as upstream does with its own client: a scoped install's
+    /// service account need not be allowed to write them.
+    pub(crate) olm_client: &'a Client,
     /// Lifetimes and thresholds of the certificates.
     pub(crate) policy: &'a RotationPolicy,
     /// The CSV's OperatorGroup (for the webhooks' namespace selector).
@@ -548,13 +554,20 @@ pub(crate) async fn install(
     };
     for description in csv.spec.owned_api_services() {
         let bundle = bundle_for(description.deployment_name.as_deref())?;
-        install_api_service(client, csv, description, &bundle, inputs).await?;
+        install_api_service(inputs.olm_client, csv, description, &bundle, inputs).await?;
     }
     for description in csv.spec.webhooks() {
         let bundle = bundle_for(description.deployment_name.as_deref())?;
-        install_webhook(client, csv, description, &bundle, inputs.operator_group).await?;
+        install_webhook(
+            inputs.olm_client,
+            csv,
+            description,
+            &bundle,
+            inputs.operator_group,
+        )
+        .await?;
     }
-    remove_undeclared_webhooks(client, csv).await?;
+    remove_undeclared_webhooks(inputs.olm_client, csv).await?;
     if issued {
         let issued_at = Timestamp::now();
         let rotate_at = next
@@ -700,11 +713,11 @@ async fn ensure_configuration<C>(
 ) -> Result<(), Error>
 where
     C: AdmissionConfiguration
-        + kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
         + serde::Serialize
         + serde::de::DeserializeOwned,
 {
-    let kind = C::KIND;
+    let kind = <C as AdmissionConfiguration>::KIND;
     let api: Api<C> = Api::all(client.clone());
     let existing = api
         .list(listed)

@@ -30,7 +30,7 @@ use crate::{
     decide::{
         copied_csv::{
             COPY_HASH_SPEC_ANNOTATION, COPY_HASH_STATUS_ANNOTATION, CopyHashes, CopyInputs,
-            ExistingCopy, copies_enabled, is_copied, plan_copies,
+            CopyWrite, ExistingCopy, copies_enabled, is_copied, plan_copies,
         },
         deployment::{has_owner_labels, owner_labels},
         group_rbac::{
@@ -189,46 +189,21 @@ async fn sync(parent: &ClusterServiceVersion, context: &Context) -> Result<Actio
         existing: &existing,
     })?;
 
+    // The closures take indices: a closure taking `&CopyWrite` would be
+    // inferred for every lifetime, and the spawned controller task could not
+    // then prove its future `Send`.
     if let Some(prototype) = &plan.prototype {
-        // Futures are built first, so the stream holds plain futures rather
-        // than a closure over borrowed data (which the spawned controller
-        // task could not prove `Send` for every lifetime).
-        let writes: Vec<_> = plan
-            .writes
-            .iter()
-            .map(|write| {
-                let mut copy = prototype.clone();
-                copy.metadata.namespace = Some(write.namespace.clone());
-                let (spec, status) = (write.spec, write.status);
-                async move {
-                    let uid = write_copy(context, &copy, spec, status).await?;
-                    context.metrics.count_copy_write();
-                    Ok::<_, Error>((copy.metadata.namespace.unwrap_or_default(), uid))
-                }
-            })
-            .collect();
-        let written: Vec<Result<(String, Option<String>), Error>> = futures::stream::iter(writes)
-            .buffer_unordered(COPY_WRITE_CONCURRENCY)
-            .collect()
-            .await;
-        for result in written {
-            if let (namespace, Some(uid)) = result? {
+        let planned = plan.writes.as_slice();
+        let writes = (0..planned.len()).map(move |i| write_copy(context, prototype, &planned[i]));
+        for (namespace, uid) in bounded(writes, COPY_WRITE_CONCURRENCY).await? {
+            if let Some(uid) = uid {
                 uids.insert(namespace, uid);
             }
         }
     }
-    let deletes: Vec<_> = plan
-        .deletes
-        .iter()
-        .map(|namespace| delete_copy(context, parent, namespace))
-        .collect();
-    let deleted: Vec<Result<(), Error>> = futures::stream::iter(deletes)
-        .buffer_unordered(COPY_WRITE_CONCURRENCY)
-        .collect()
-        .await;
-    for result in deleted {
-        result?;
-    }
+    let planned = plan.deletes.as_slice();
+    let deletes = (0..planned.len()).map(move |i| delete_copy(context, parent, &planned[i]));
+    bounded(deletes, COPY_WRITE_CONCURRENCY).await?;
     for namespace in &plan.deletes {
         uids.remove(namespace);
     }
@@ -273,25 +248,108 @@ async fn sync(parent: &ClusterServiceVersion, context: &Context) -> Result<Actio
     Ok(Action::requeue(context.config.resync))
 }
 
-/// Writes one copy: the object (metadata and spec) by server-side apply, then
-/// the status; a status-only change also records its new hash. Returns the
-/// copy's uid when the object was written.
+/// Runs `futures` with at most `limit` in flight, creating each only when a
+/// slot is free: a future holds its request body and response while it runs,
+/// and a thousand of them created at once (one per target namespace) would
+/// hold a thousand copies of the parent for the whole sync. Every future runs
+/// even after one fails; the result is the first error, or else the outputs
+/// in the order they finished.
+pub(crate) async fn bounded<I, F, T>(futures: I, limit: usize) -> Result<Vec<T>, Error>
+where
+    I: IntoIterator<Item = F>,
+    F: std::future::Future<Output = Result<T, Error>>,
+{
+    let mut pending = futures.into_iter();
+    let mut running = futures::stream::FuturesUnordered::new();
+    let mut outputs = Vec::new();
+    let mut first_error = None;
+    loop {
+        while running.len() < limit.max(1) {
+            let Some(future) = pending.next() else {
+                break;
+            };
+            running.push(future);
+        }
+        let Some(result) = running.next().await else {
+            break;
+        };
+        match result {
+            Ok(output) => outputs.push(output),
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(outputs),
+    }
+}
+
+/// A copy as it is applied: the prototype's metadata with the target
+/// namespace, and its spec, borrowed rather than cloned per namespace.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CopyObject<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    metadata: CopyMeta<'a>,
+    spec: &'a olm_api::csv::ClusterServiceVersionSpec,
+}
+
+/// A copy's status as it is applied to the status subresource.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CopyStatus<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    metadata: CopyMeta<'a>,
+    status: &'a Option<olm_api::csv::ClusterServiceVersionStatus>,
+}
+
+/// The metadata of a copy: what [`crate::decide::copied_csv::copy_for_namespace`]
+/// sets (name, labels, annotations), in `namespace`.
+#[derive(Debug, serde::Serialize)]
+struct CopyMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    labels: Option<&'a BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<&'a BTreeMap<String, String>>,
+}
+
+/// Writes one copy of `prototype` into `write.namespace`: the object
+/// (metadata and spec) by server-side apply, then the status; a status-only
+/// change also records its new hash. Returns the namespace and the copy's uid
+/// when the object was written.
 async fn write_copy(
     context: &Context,
-    copy: &ClusterServiceVersion,
-    spec: bool,
-    status: bool,
-) -> Result<Option<String>, Error> {
-    let namespace = copy.metadata.namespace.clone().unwrap_or_default();
-    let name = copy.name_any();
-    let api: Api<ClusterServiceVersion> = Api::namespaced(context.client.clone(), &namespace);
+    prototype: &ClusterServiceVersion,
+    write: &CopyWrite,
+) -> Result<(String, Option<String>), Error> {
+    let namespace = write.namespace.as_str();
+    let name = prototype.metadata.name.as_deref().unwrap_or_default();
+    let api_version = ClusterServiceVersion::api_version(&());
+    let kind = ClusterServiceVersion::kind(&());
+    let metadata = || CopyMeta {
+        name,
+        namespace,
+        labels: prototype.metadata.labels.as_ref(),
+        annotations: prototype.metadata.annotations.as_ref(),
+    };
+    let api: Api<ClusterServiceVersion> = Api::namespaced(context.client.clone(), namespace);
     let mut uid = None;
-    if spec {
-        let mut object = copy.clone();
-        object.status = None;
+    if write.spec {
+        let object = CopyObject {
+            api_version: &api_version,
+            kind: &kind,
+            metadata: metadata(),
+            spec: &prototype.spec,
+        };
         let written = api
-            .patch(
-                &name,
+            .patch_metadata(
+                name,
                 &PatchParams::apply(FIELD_MANAGER.as_str()).force(),
                 &Patch::Apply(&object),
             )
@@ -303,24 +361,28 @@ async fn write_copy(
             ))?;
         uid = written.metadata.uid;
     }
-    if status {
-        let body = serde_json::json!({
-            "apiVersion": "operators.coreos.com/v1alpha1",
-            "kind": "ClusterServiceVersion",
-            "metadata": { "name": name },
-            "status": copy.status,
-        });
-        api.patch_status(&name, &FIELD_MANAGER.status_params(), &Patch::Apply(&body))
+    if write.status {
+        let body = CopyStatus {
+            api_version: &api_version,
+            kind: &kind,
+            metadata: CopyMeta {
+                labels: None,
+                annotations: None,
+                ..metadata()
+            },
+            status: &prototype.status,
+        };
+        api.patch_status(name, &FIELD_MANAGER.status_params(), &Patch::Apply(&body))
             .await
             .map_err(kube_error(
                 "write status of copy",
                 "ClusterServiceVersion",
                 format!("{namespace}/{name}"),
             ))?;
-        if !spec {
+        if !write.spec {
             // The status subresource ignores metadata: the status hash is
             // recorded separately, after the status it describes.
-            let hash = copy
+            let hash = prototype
                 .annotations()
                 .get(COPY_HASH_STATUS_ANNOTATION)
                 .cloned()
@@ -328,8 +390,8 @@ async fn write_copy(
             let patch = serde_json::json!({
                 "metadata": { "annotations": { COPY_HASH_STATUS_ANNOTATION: hash } }
             });
-            api.patch(
-                &name,
+            api.patch_metadata(
+                name,
                 &PatchParams {
                     field_manager: Some(FIELD_MANAGER.as_str().to_owned()),
                     ..PatchParams::default()
@@ -344,7 +406,8 @@ async fn write_copy(
             ))?;
         }
     }
-    Ok(uid)
+    context.metrics.count_copy_write();
+    Ok((namespace.to_owned(), uid))
 }
 
 /// Deletes the copy of `parent` in `namespace` and the RBAC copied there for
@@ -534,4 +597,93 @@ async fn copy_rbac(
             .map_err(runtime("cannot apply copied role binding"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use super::*;
+
+    /// Counts futures created and not yet finished, and the most at once.
+    #[derive(Default)]
+    struct Live {
+        now: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    impl Live {
+        fn created(&self) {
+            let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+        }
+    }
+
+    fn run(count: usize, limit: usize, failing: &[usize]) -> (Result<Vec<usize>, Error>, usize) {
+        let live = Arc::new(Live::default());
+        let futures = (0..count).map(|i| {
+            live.created();
+            let live = live.clone();
+            let fails = failing.contains(&i);
+            async move {
+                // Finish out of order: later futures yield fewer times.
+                for _ in 0..(count - i) % 3 {
+                    tokio::task::yield_now().await;
+                }
+                live.now.fetch_sub(1, Ordering::SeqCst);
+                if fails {
+                    Err(Error::Serving {
+                        message: format!("future {i} failed"),
+                    })
+                } else {
+                    Ok(i)
+                }
+            }
+        });
+        let result = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(bounded(futures, limit));
+        (result, live.most.load(Ordering::SeqCst))
+    }
+
+    #[test]
+    fn bounded_never_creates_more_futures_than_the_limit() {
+        for (count, limit) in [(1013, COPY_WRITE_CONCURRENCY), (5, 8), (10, 1), (3, 0)] {
+            let (result, most) = run(count, limit, &[]);
+            let mut outputs = result.expect("no failure");
+            outputs.sort_unstable();
+            assert_eq!(outputs, (0..count).collect::<Vec<_>>(), "{count}/{limit}");
+            assert!(most <= limit.max(1), "{most} futures alive, limit {limit}");
+        }
+    }
+
+    #[test]
+    fn bounded_runs_everything_and_reports_the_first_error() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let futures = (0..20).map(|i| {
+            let ran = ran.clone();
+            async move {
+                ran.fetch_add(1, Ordering::SeqCst);
+                if i == 3 || i == 7 {
+                    Err(Error::Serving {
+                        message: format!("future {i} failed"),
+                    })
+                } else {
+                    Ok(i)
+                }
+            }
+        });
+        let result = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(bounded(futures, 4));
+        assert!(result.is_err());
+        assert_eq!(ran.load(Ordering::SeqCst), 20, "every future ran");
+        let (result, _) = run(10, 2, &[9]);
+        assert!(result.is_err());
+    }
 }

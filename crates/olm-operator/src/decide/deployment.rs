@@ -29,7 +29,7 @@ use k8s_openapi::{
 use olm_api::{
     csv::{ClusterServiceVersion, StrategyDeploymentSpec, StrategyName},
     labels,
-    subscription::{Subscription, SubscriptionConfig},
+    subscription::SubscriptionConfig,
 };
 
 use super::hash::content_hash;
@@ -98,8 +98,8 @@ pub fn non_blocking_owner(csv: &ClusterServiceVersion) -> OwnerReference {
 /// What adjusts the strategy's Deployments beyond the CSV itself.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DeploymentOverrides<'a> {
-    /// `spec.config` of the Subscription whose `status.installedCSV` is this
-    /// CSV (see [`subscription_config_for`]).
+    /// `spec.config` of the Subscription that installed this CSV (see
+    /// [`super::subscription_config::config_for`]).
     pub config: Option<&'a SubscriptionConfig>,
     /// The cluster-wide proxy variables (`HTTP_PROXY`, `HTTPS_PROXY`,
     /// `NO_PROXY`, from OpenShift's Proxy status); empty elsewhere.
@@ -107,18 +107,6 @@ pub struct DeploymentOverrides<'a> {
     /// Serving certificates to mount into the Deployments behind owned
     /// APIServices and webhooks (see [`super::certs::inject_serving_cert`]).
     pub serving_certs: &'a [super::certs::ServingCertInjection],
-}
-
-/// The `config` of the Subscription that installed `csv_name` (upstream's
-/// `findOwner`: the first Subscription whose `status.installedCSV` matches).
-pub fn subscription_config_for<'a>(
-    csv_name: &str,
-    subscriptions: &'a [Subscription],
-) -> Option<&'a SubscriptionConfig> {
-    subscriptions
-        .iter()
-        .find(|s| s.status.as_ref().and_then(|st| st.installed_csv.as_deref()) == Some(csv_name))
-        .and_then(|s| s.spec.config.as_ref())
 }
 
 /// Names of the proxy variables; setting any of them in a Subscription's

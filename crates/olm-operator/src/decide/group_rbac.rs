@@ -6,7 +6,8 @@
 //!   ([`operator_group_cluster_roles`]);
 //! - per provided API, `admin`/`edit`/`view` ClusterRoles (plus `crdview` for
 //!   CRDs) labelled to aggregate into both Kubernetes' default roles and the
-//!   group's roles ([`provided_api_cluster_roles`]);
+//!   group's roles ([`provided_api_cluster_roles`] for owned CRDs,
+//!   [`api_service_cluster_roles`] for owned APIServices);
 //! - for groups targeting other namespaces, the operator's Roles and
 //!   RoleBindings copied into each target namespace
 //!   ([`target_namespace_rbac`]); for groups targeting all namespaces, the
@@ -182,6 +183,10 @@ pub fn group_role_needs_write(existing: &ClusterRole, desired: &ClusterRole) -> 
 /// uids, by name.
 pub type CrdUids = BTreeMap<String, String>;
 
+/// What the per-API roles of a CSV need to know of its owned APIServices:
+/// their uids, by APIService name (`<version>.<group>`).
+pub type ApiServiceUids = BTreeMap<String, String>;
+
 /// Why per-API roles cannot be built yet.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ApiRoleError {
@@ -192,12 +197,27 @@ pub enum ApiRoleError {
     /// An owned CRD's name is not `<plural>.<group>`.
     #[error("invalid parsing of name '{0}'")]
     InvalidName(String),
+    /// An owned APIService is not in the cluster (upstream: `apiservice
+    /// "<version>.<group>" not found`).
+    #[error("apiservice {0:?} not found")]
+    ApiServiceNotFound(String),
 }
 
 fn crd_owner(name: &str, uid: &str) -> OwnerReference {
     OwnerReference {
         api_version: "apiextensions.k8s.io/v1".to_owned(),
         kind: "CustomResourceDefinition".to_owned(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        block_owner_deletion: Some(false),
+        controller: Some(false),
+    }
+}
+
+fn api_service_owner(name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "apiregistration.k8s.io/v1".to_owned(),
+        kind: "APIService".to_owned(),
         name: name.to_owned(),
         uid: uid.to_owned(),
         block_owner_deletion: Some(false),
@@ -239,8 +259,8 @@ fn strings(items: &[&str]) -> Vec<String> {
 /// `<crd name>-<version>-admin|edit|view` on `<plural>` in its group and
 /// `<crd name>-<version>-crdview` (get on the CRD itself), each labelled to
 /// aggregate into Kubernetes' `admin`/`edit`/`view` and into the group roles,
-/// owned (non-blocking) by the CRD. Owned APIServices are left to the
-/// APIService installer.
+/// owned (non-blocking) by the CRD. Owned APIServices get theirs from
+/// [`api_service_cluster_roles`].
 pub fn provided_api_cluster_roles(
     csv: &ClusterServiceVersion,
     crd_uids: &CrdUids,
@@ -283,6 +303,42 @@ pub fn provided_api_cluster_roles(
             &api,
             crd_owner(&owned.name, uid),
         ));
+    }
+    Ok(roles)
+}
+
+/// The per-API ClusterRoles of a CSV's owned APIServices (upstream's second
+/// loop of `ensureClusterRolesForCSV`): for each,
+/// `<name>-<version>-admin|edit|view` on the resource `<name>` (the
+/// description's name is the resource's plural) in `<group>`, labelled like
+/// the CRD roles and owned (non-blocking) by the APIService
+/// `<version>.<group>`. No `crdview` role: there is no CRD to read.
+pub fn api_service_cluster_roles(
+    csv: &ClusterServiceVersion,
+    api_service_uids: &ApiServiceUids,
+) -> Result<Vec<ClusterRole>, ApiRoleError> {
+    let mut roles = Vec::new();
+    for owned in csv.spec.owned_api_services() {
+        let service = format!("{}.{}", owned.version, owned.group);
+        let uid = api_service_uids
+            .get(&service)
+            .ok_or_else(|| ApiRoleError::ApiServiceNotFound(service.clone()))?;
+        let api = ApiKey::new(&owned.group, &owned.version, &owned.kind);
+        let prefix = format!("{}-{}-", owned.name, owned.version);
+        for suffix in SUFFIXES {
+            roles.push(api_role(
+                format!("{prefix}{suffix}"),
+                suffix,
+                PolicyRule {
+                    verbs: strings(verbs_for(suffix)),
+                    api_groups: Some(vec![owned.group.clone()]),
+                    resources: Some(vec![owned.name.clone()]),
+                    ..Default::default()
+                },
+                &api,
+                api_service_owner(&service, uid),
+            ));
+        }
     }
     Ok(roles)
 }

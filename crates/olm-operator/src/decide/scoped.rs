@@ -95,9 +95,6 @@ pub struct GroupStatusUpdate {
     /// group's CSVs that failed with `InstallComponentFailedNoRetry` back to
     /// Pending).
     pub service_account_ref_changed: bool,
-    /// Whether the account must be labelled `olm.managed=true` (so that this
-    /// service's filtered caches see it).
-    pub label_service_account: bool,
 }
 
 /// The group's `serviceAccountRef` and conditions after one sync.
@@ -165,7 +162,6 @@ pub fn group_status_update(
         service_account_ref,
         conditions,
         service_account_ref_changed,
-        label_service_account: matches!(lookup, ServiceAccountLookup::Found(_)),
     }
 }
 

@@ -199,7 +199,7 @@ pub fn mutating_webhook(
 /// The two admission webhook configuration kinds, so that one code path
 /// creates and updates both: each holds the one webhook a description makes.
 pub trait AdmissionConfiguration:
-    kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Sized
+    k8s_openapi::Metadata<Ty = ObjectMeta> + Clone + std::fmt::Debug + Sized
 {
     /// The kind, for messages.
     const KIND: &'static str;
@@ -307,7 +307,7 @@ pub fn updated_configuration<C: AdmissionConfiguration>(
     let webhook = C::webhook(csv, description, namespace_selector, ca_bundle);
     let wanted_labels = configuration_labels(csv, description)?;
     let labelled = {
-        let current_labels = current.meta().labels.as_ref();
+        let current_labels = current.metadata().labels.as_ref();
         wanted_labels
             .iter()
             .all(|(k, v)| current_labels.and_then(|l| l.get(k)) == Some(v))
@@ -320,7 +320,7 @@ pub fn updated_configuration<C: AdmissionConfiguration>(
         return Ok(None);
     }
     current
-        .meta_mut()
+        .metadata_mut()
         .labels
         .get_or_insert_with(BTreeMap::new)
         .extend(wanted_labels);

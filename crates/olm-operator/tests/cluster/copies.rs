@@ -96,6 +96,10 @@ async fn copies_follow_the_groups_target_namespaces() {
             "{annotations:?}"
         );
         assert!(west_csvs.get_opt(COPIED_NAME).await.unwrap().is_none());
+        // The copy carries the parent's spec as written (the apply body is
+        // serialized from the prototype, not from a clone per namespace).
+        let parent = csvs.get(COPIED_NAME).await.unwrap();
+        assert_eq!(copy.spec, parent.spec);
 
         // The operator's Role follows it into the target namespace, owned by
         // the copy there.

@@ -15,7 +15,7 @@ use olm_operator::decide::{
     deployment::{
         DeploymentOverrides, Rollout, StrategyErrorReason, build_deployment, build_deployments,
         check_deployments, deployment_spec_hash, has_operator_condition_env, merge_env,
-        orphaned_deployments, rollout, subscription_config_for,
+        orphaned_deployments, rollout,
     },
     operator_group::with_membership_annotations,
     rbac::{policy_rule_hash, rbac_for_csv, role_binding_hash, role_selector},
@@ -125,9 +125,20 @@ fn deployments_are_built_as_upstream_builds_them() {
 fn subscription_config_adjusts_every_deployment() {
     let csv = member_widget();
     let subscriptions = [sprocket_subscription()];
-    let config = subscription_config_for("widget-operator.v1.2.0", &subscriptions);
+    let config = olm_operator::decide::subscription_config::config_for(
+        "widget-operator.v1.2.0",
+        "gadget-system",
+        &subscriptions,
+    );
     assert!(config.is_some(), "found by status.installedCSV");
-    assert!(subscription_config_for("widget-operator.v9.9.9", &subscriptions).is_none());
+    assert!(
+        olm_operator::decide::subscription_config::config_for(
+            "widget-operator.v9.9.9",
+            "gadget-system",
+            &subscriptions
+        )
+        .is_none()
+    );
     let proxy = [
         EnvVar {
             name: "HTTPS_PROXY".into(),

@@ -6,15 +6,18 @@ use k8s_openapi::{
     api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
-use olm_api::labels;
+use olm_api::{
+    csv::{ApiServiceDefinitions, ApiServiceDescription, ClusterServiceVersion},
+    labels,
+};
 use olm_operator::decide::{
     api_surface::{ApiKey, ApiSet},
     copied_csv::copy_for_namespace,
     group_rbac::{
-        ApiRoleError, CrdUids, KUBE_RESOURCE_NAME_LIMIT, aggregation_label, api_role_needs_write,
-        copied_role_needs_write, group_cluster_role_name, group_role_needs_write,
-        lifted_cluster_rbac, operator_group_cluster_roles, provided_api_cluster_roles,
-        target_namespace_rbac,
+        ApiRoleError, ApiServiceUids, CrdUids, KUBE_RESOURCE_NAME_LIMIT, aggregation_label,
+        api_role_needs_write, api_service_cluster_roles, copied_role_needs_write,
+        group_cluster_role_name, group_role_needs_write, lifted_cluster_rbac,
+        operator_group_cluster_roles, provided_api_cluster_roles, target_namespace_rbac,
     },
 };
 
@@ -162,6 +165,183 @@ fn per_api_roles_cover_each_owned_crd() {
             "widgets.gadgets.example.test".into()
         ))
     );
+}
+
+fn owned_api_service(name: &str, group: &str, version: &str, kind: &str) -> ApiServiceDescription {
+    ApiServiceDescription {
+        name: name.to_owned(),
+        group: group.to_owned(),
+        version: version.to_owned(),
+        kind: kind.to_owned(),
+        ..Default::default()
+    }
+}
+
+fn with_owned_api_services(services: Vec<ApiServiceDescription>) -> ClusterServiceVersion {
+    let mut csv = widget_operator();
+    csv.spec.apiservicedefinitions = Some(ApiServiceDefinitions {
+        owned: Some(services),
+        required: Some(vec![owned_api_service(
+            "gears",
+            "gears.example.test",
+            "v1",
+            "Gear",
+        )]),
+    });
+    csv
+}
+
+#[test]
+fn per_api_roles_of_owned_api_services_table() {
+    let fortunes = || owned_api_service("fortunes", "fortune.example.test", "v1alpha1", "Fortune");
+    let fortunes_v2 = || owned_api_service("fortunes", "fortune.example.test", "v2", "Fortune");
+    let known = |names: &[&str]| -> ApiServiceUids {
+        names
+            .iter()
+            .map(|n| ((*n).to_owned(), format!("uid-{n}")))
+            .collect()
+    };
+    type Expected = Result<Vec<&'static str>, ApiRoleError>;
+    let cases: Vec<(&str, Vec<ApiServiceDescription>, ApiServiceUids, Expected)> = vec![
+        (
+            "none owned: no roles (required ones never get any)",
+            vec![],
+            known(&[]),
+            Ok(vec![]),
+        ),
+        (
+            "one owned and present",
+            vec![fortunes()],
+            known(&["v1alpha1.fortune.example.test"]),
+            Ok(vec![
+                "fortunes-v1alpha1-admin",
+                "fortunes-v1alpha1-edit",
+                "fortunes-v1alpha1-view",
+            ]),
+        ),
+        (
+            "two versions of one API: three roles each, in declaration order",
+            vec![fortunes_v2(), fortunes()],
+            known(&["v1alpha1.fortune.example.test", "v2.fortune.example.test"]),
+            Ok(vec![
+                "fortunes-v2-admin",
+                "fortunes-v2-edit",
+                "fortunes-v2-view",
+                "fortunes-v1alpha1-admin",
+                "fortunes-v1alpha1-edit",
+                "fortunes-v1alpha1-view",
+            ]),
+        ),
+        (
+            "owned but not in the cluster yet",
+            vec![fortunes()],
+            known(&[]),
+            Err(ApiRoleError::ApiServiceNotFound(
+                "v1alpha1.fortune.example.test".into(),
+            )),
+        ),
+        (
+            "the second of two missing fails the whole set",
+            vec![fortunes(), fortunes_v2()],
+            known(&["v1alpha1.fortune.example.test"]),
+            Err(ApiRoleError::ApiServiceNotFound(
+                "v2.fortune.example.test".into(),
+            )),
+        ),
+    ];
+    for (name, services, uids, expected) in cases {
+        let csv = with_owned_api_services(services);
+        let got = api_service_cluster_roles(&csv, &uids).map(|roles| {
+            roles
+                .iter()
+                .map(|r| r.metadata.name.clone().unwrap_or_default())
+                .collect::<Vec<_>>()
+        });
+        let expected = expected.map(|names| names.iter().map(|n| (*n).to_owned()).collect());
+        assert_eq!(got, expected, "{name}");
+    }
+}
+
+#[test]
+fn per_api_roles_of_an_owned_api_service_match_upstream() {
+    let csv = with_owned_api_services(vec![owned_api_service(
+        "fortunes",
+        "fortune.example.test",
+        "v1alpha1",
+        "Fortune",
+    )]);
+    let uids: ApiServiceUids = [(
+        "v1alpha1.fortune.example.test".to_owned(),
+        "uid-fortunes".to_owned(),
+    )]
+    .into();
+    let roles = api_service_cluster_roles(&csv, &uids).expect("apiservice known");
+    let api = ApiKey::new("fortune.example.test", "v1alpha1", "Fortune");
+    let expected_verbs: [&[&str]; 3] = [
+        &["*"],
+        &["create", "update", "patch", "delete"],
+        &["get", "list", "watch"],
+    ];
+    for ((role, suffix), verbs) in roles
+        .iter()
+        .zip(["admin", "edit", "view"])
+        .zip(expected_verbs)
+    {
+        let rules = role.rules.clone().unwrap_or_default();
+        assert_eq!(rules.len(), 1, "{suffix}");
+        assert_eq!(rules[0].verbs, verbs, "{suffix}");
+        assert_eq!(
+            rules[0].api_groups,
+            Some(vec!["fortune.example.test".to_owned()])
+        );
+        assert_eq!(rules[0].resources, Some(vec!["fortunes".to_owned()]));
+        assert_eq!(rules[0].resource_names, None);
+        let role_labels = role.metadata.labels.clone().expect("labels");
+        assert_eq!(
+            role_labels,
+            BTreeMap::from([
+                (
+                    format!("rbac.authorization.k8s.io/aggregate-to-{suffix}"),
+                    "true".to_owned()
+                ),
+                (aggregation_label(&api, suffix), "true".to_owned()),
+                (labels::MANAGED.to_owned(), labels::MANAGED_VALUE.to_owned()),
+            ])
+        );
+        let owners = role.metadata.owner_references.clone().expect("owner");
+        assert_eq!(owners.len(), 1);
+        assert_eq!(
+            (
+                owners[0].api_version.as_str(),
+                owners[0].kind.as_str(),
+                owners[0].name.as_str(),
+                owners[0].uid.as_str(),
+                owners[0].controller,
+                owners[0].block_owner_deletion,
+            ),
+            (
+                "apiregistration.k8s.io/v1",
+                "APIService",
+                "v1alpha1.fortune.example.test",
+                "uid-fortunes",
+                Some(false),
+                Some(false)
+            )
+        );
+        assert!(role.aggregation_rule.is_none());
+        assert!(!api_role_needs_write(role, role));
+    }
+    // The same API joins the group's aggregated roles under the same label
+    // whether a CRD or an APIService provides it.
+    assert_ne!(
+        aggregation_label(&api, "admin"),
+        aggregation_label(&widget_api(), "admin")
+    );
+    // A role owned by another APIService object (recreated, new uid) is
+    // written again.
+    let mut stale = roles[0].clone();
+    stale.metadata.owner_references.as_mut().expect("owner")[0].uid = "old".into();
+    assert!(api_role_needs_write(&stale, &roles[0]));
 }
 
 fn operator_role() -> (Role, RoleBinding) {

@@ -146,11 +146,6 @@ fn group_status_follows_the_service_account_and_the_namespace_as_upstream() {
             update.service_account_ref_changed, ref_changed,
             "{what}: ref changed"
         );
-        assert_eq!(
-            update.label_service_account,
-            matches!(lookup, ServiceAccountLookup::Found(_)),
-            "{what}: label"
-        );
     }
 }
 
