@@ -128,12 +128,11 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let mut registry = MetricsRegistry::default();
     let metrics = CatalogMetrics::register(&mut registry);
-    let mut kube_config = cli
+    let kube_config = cli
         .kube
-        .config()
+        .config_for(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
         .await
         .context("reading the kube configuration")?;
-    olm_runtime::config::identify(&mut kube_config, SERVICE_NAME, env!("CARGO_PKG_VERSION"));
     let client = kube::Client::try_from(kube_config.clone()).context("building the kube client")?;
     let readiness = Readiness::default();
     let shutdown = on_signal()?;

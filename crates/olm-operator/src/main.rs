@@ -118,14 +118,11 @@ async fn main() -> anyhow::Result<()> {
     let mut registry = MetricsRegistry::default();
     let metrics = OperatorMetrics::register(&mut registry);
     let client = {
-        let mut config = cli
+        let config = cli
             .kube
-            .config()
+            .config_for(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
             .await
             .context("reading the kube configuration")?;
-        // `olm-operator/<version>` in the User-Agent of every request, so the
-        // API server's audit log and metrics tell this service apart.
-        olm_runtime::config::identify(&mut config, SERVICE_NAME, env!("CARGO_PKG_VERSION"));
         // Every request that changes something is counted
         // (`olm_operator_api_writes_total`), so the write load this service
         // puts on the API server is visible.

@@ -120,6 +120,14 @@ impl KubeArgs {
         }
     }
 
+    /// [`Self::config`], with `<service>/<version>` as the User-Agent of
+    /// every request (see [`identify`]): what a service binary connects with.
+    pub async fn config_for(&self, service: &str, version: &str) -> Result<kube::Config> {
+        let mut config = self.config().await?;
+        identify(&mut config, service, version);
+        Ok(config)
+    }
+
     /// Builds a client for the API server these arguments describe.
     pub async fn client(&self) -> Result<kube::Client> {
         let config = self.config().await?;

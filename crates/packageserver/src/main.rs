@@ -225,15 +225,12 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let policy = cli.policy();
     policy.validate().context("invalid certificate settings")?;
-    let client = {
-        let mut config = cli
-            .kube
-            .config()
-            .await
-            .context("reading the kube configuration")?;
-        olm_runtime::config::identify(&mut config, SERVICE_NAME, env!("CARGO_PKG_VERSION"));
-        kube::Client::try_from(config).context("building the kube client")?
-    };
+    let config = cli
+        .kube
+        .config_for(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
+        .await
+        .context("reading the kube configuration")?;
+    let client = kube::Client::try_from(config).context("building the kube client")?;
 
     let mut registry = MetricsRegistry::default();
     let metrics = Metrics::register(&mut registry);
