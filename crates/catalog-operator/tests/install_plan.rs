@@ -310,3 +310,50 @@ fn a_plan_waits_for_the_bundles_its_lookups_name() {
     no_status.status = None;
     assert!(!install_plan::waits_for_bundle(&no_status, "ns", "r/a:1"));
 }
+
+#[test]
+fn a_plan_without_an_install_identity_says_why_and_keeps_its_phase() {
+    let mut st = status("Installing");
+    let refused = "more than one operator group(s) are managing this namespace count=2";
+    install_plan::identity_unavailable(&mut st, refused, t(0));
+    assert_eq!(st.phase.as_str(), "Installing", "retried, not failed");
+    let installed = conditions::find(&st.conditions, "Installed").unwrap();
+    assert_eq!(installed.status, "False");
+    assert_eq!(
+        installed.reason.as_ref().map(|r| r.as_str()),
+        Some("InstallCheckFailed")
+    );
+    assert_eq!(installed.message.as_deref(), Some(refused));
+
+    // Refused again for the same reason: nothing to write.
+    let before = st.clone();
+    install_plan::identity_unavailable(&mut st, refused, t(5));
+    assert_eq!(st, before);
+
+    // Once the identity is back, upstream's reset: False, Unknown, no message.
+    install_plan::identity_available(&mut st, t(9));
+    let installed = conditions::find(&st.conditions, "Installed").unwrap();
+    assert_eq!(installed.status, "False");
+    assert_eq!(
+        installed.reason.as_ref().map(|r| r.as_str()),
+        Some("Unknown")
+    );
+    assert_eq!(installed.message, None);
+}
+
+#[test]
+fn an_available_identity_leaves_other_installed_conditions_alone() {
+    let mut st = status("Installing");
+    install_plan::after_execution(
+        &mut st,
+        &failed("boom", false, true),
+        DEFAULT_RETRY_TIMEOUT,
+        t(0),
+    );
+    let before = st.clone();
+    install_plan::identity_available(&mut st, t(3));
+    assert_eq!(st, before);
+    let mut fresh = status("Installing");
+    install_plan::identity_available(&mut fresh, t(3));
+    assert!(fresh.conditions.is_empty());
+}

@@ -15,6 +15,7 @@ pub mod conditions;
 pub mod crd;
 pub mod csv;
 pub mod go_duration;
+pub mod install_identity;
 pub mod install_plan;
 pub mod labels;
 pub mod olm_config;

@@ -14,6 +14,7 @@ pub mod cache;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod impersonation;
 pub mod leader;
 pub mod metrics;
 pub mod shutdown;

@@ -19,10 +19,12 @@ use kube::{
 };
 use olm_api::{
     csv::ClusterServiceVersion,
+    install_identity::{IdentityUnavailable, install_service_account},
     install_plan::{InstallPlan, InstallPlanStatus, Step, StepStatus},
     labels,
+    operator_group::OperatorGroup,
 };
-use olm_runtime::apply;
+use olm_runtime::{apply, impersonation::impersonating};
 
 use super::{Context, FIELD_MANAGER};
 use crate::decide::install_plan::{self as decide, Execution, PlanAction};
@@ -65,11 +67,29 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
     let Some(original) = plan.status.clone() else {
         return Ok(Action::await_change());
     };
-    if decide::terminal(&original) {
+    if decide::terminal(&original) || decide::unplanned(&original) {
         return Ok(Action::await_change());
     }
     let now = Timestamp::now();
     let mut status = original.clone();
+    // The identity comes first, as upstream's querier does: a plan whose
+    // namespace has no single managing OperatorGroup says so even while it
+    // awaits approval, and nothing of it is ever applied with OLM's own
+    // identity instead.
+    let client = match attenuated_client(context, &namespace, &mut status) {
+        Ok(client) => {
+            decide::identity_available(&mut status, now);
+            client
+        }
+        Err(refused) => {
+            tracing::info!(plan = %format!("{namespace}/{name}"), reason = %refused, "install identity unavailable");
+            decide::identity_unavailable(&mut status, &refused.0, now);
+            write_status(context, &namespace, &name, &original, &status).await?;
+            return Ok(Action::requeue(
+                Duration::try_from(decide::IDENTITY_RECHECK).unwrap_or(Duration::from_secs(5)),
+            ));
+        }
+    };
     let (action, _) = decide::before_execution(plan, &mut status, now);
     if action == PlanAction::Nothing {
         write_status(context, &namespace, &name, &original, &status).await?;
@@ -82,16 +102,6 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
                 && c.status == "True"
         })
     });
-    let client = match attenuated_client(context, &namespace, &mut status) {
-        Ok(client) => client,
-        Err(message) => {
-            // Without a client nothing can be applied; keep trying, as
-            // upstream does while the service account lookup fails.
-            status.message = Some(format!("retrying execution due to error: {message}"));
-            write_status(context, &namespace, &name, &original, &status).await?;
-            return Ok(Action::requeue(Duration::from_secs(5)));
-        }
-    };
     let mut execution = execute(context, &client, &namespace, &name, &mut status.plan).await;
     let only_content_missing = lookups_pending && execution == Execution::Done;
     if only_content_missing {
@@ -913,51 +923,37 @@ async fn check_existing_resources(
 /// Custom resources listed per page while checking a CRD update.
 pub const CR_PAGE_SIZE: u32 = 500;
 
-/// The client steps are applied with: OLM's own, or, when the namespace's
-/// OperatorGroup names a `serviceAccountName`, one impersonating that
-/// ServiceAccount, so an operator is installed with no more than that
-/// account may create (CRDs always use OLM's own client, as upstream).
-/// Records `status.attenuatedServiceAccountRef`.
+/// The client steps are applied with, by the one identity rule both
+/// operators share ([`olm_api::install_identity`]): OLM's own when the
+/// namespace's single OperatorGroup names no ServiceAccount, one
+/// impersonating the account recorded in the group's status when it does
+/// (CRDs always use OLM's own client, as upstream). No managing group, or
+/// several, refuses the plan: nothing is applied. Records
+/// `status.attenuatedServiceAccountRef`.
 fn attenuated_client(
     context: &Context,
     namespace: &str,
     status: &mut InstallPlanStatus,
-) -> Result<kube::Client, String> {
-    let groups: Vec<_> = context
+) -> Result<kube::Client, IdentityUnavailable> {
+    let groups: Vec<OperatorGroup> = context
         .caches
         .operator_groups
         .state()
-        .into_iter()
+        .iter()
         .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
+        .map(|g| OperatorGroup::clone(g))
         .collect();
-    let account = match groups.as_slice() {
-        [group] => group
-            .spec
-            .service_account_name
-            .clone()
-            .filter(|s| !s.is_empty()),
-        _ => None,
-    };
-    let Some(account) = account else {
-        status.attenuated_service_account_ref = None;
-        return Ok(context.plan_client.clone());
-    };
-    status.attenuated_service_account_ref = Some(ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("ServiceAccount".to_owned()),
-        name: Some(account.clone()),
-        namespace: Some(namespace.to_owned()),
-        ..ObjectReference::default()
-    });
-    let mut config = context.kube_config.clone();
-    config.auth_info.impersonate = Some(format!("system:serviceaccount:{namespace}:{account}"));
-    config.auth_info.impersonate_groups = Some(vec![
-        "system:serviceaccounts".to_owned(),
-        format!("system:serviceaccounts:{namespace}"),
-        "system:authenticated".to_owned(),
-    ]);
-    counting_warnings(config, context.metrics.clone())
-        .map_err(|e| format!("building a client for service account {namespace}/{account}: {e}"))
+    match install_service_account(namespace, &groups)? {
+        None => {
+            status.attenuated_service_account_ref = None;
+            Ok(context.plan_client.clone())
+        }
+        Some(reference) => {
+            let client = impersonating(&context.plan_client, &reference)?;
+            status.attenuated_service_account_ref = Some(reference);
+            Ok(client)
+        }
+    }
 }
 
 /// A client for carrying out plans: every response that carries a

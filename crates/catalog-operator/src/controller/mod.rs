@@ -179,8 +179,6 @@ pub(crate) struct Context {
     /// The client plans are carried out with (when no service account is
     /// impersonated): it counts API warnings.
     pub(crate) plan_client: Client,
-    /// The configuration `client` was built from, for impersonating clients.
-    pub(crate) kube_config: kube::Config,
     pub(crate) config: ControllerConfig,
     pub(crate) caches: Caches,
     pub(crate) connections: Connections,
@@ -424,8 +422,7 @@ pub async fn run(
     };
     let context = Arc::new(Context {
         client: client.clone(),
-        plan_client: install_plan::counting_warnings(kube_config.clone(), metrics.clone())?,
-        kube_config,
+        plan_client: install_plan::counting_warnings(kube_config, metrics.clone())?,
         config,
         caches,
         connections,

@@ -58,6 +58,49 @@ pub enum PlanAction {
     Execute,
 }
 
+/// Whether a plan has nothing to act on yet: neither steps nor bundle
+/// lookups (the Subscription sync writes those first).
+pub fn unplanned(status: &InstallPlanStatus) -> bool {
+    status.plan.is_empty() && status.bundle_lookups.is_empty()
+}
+
+/// How often a plan refused for want of an install identity (no single
+/// managing OperatorGroup, or its ServiceAccount not found yet) is looked
+/// at again.
+pub const IDENTITY_RECHECK: SignedDuration = SignedDuration::from_secs(5);
+
+/// Records that the plan's install identity is unavailable: `Installed`
+/// False `InstallCheckFailed` with the reason, as upstream. The phase is
+/// left alone, so the plan is retried rather than failed.
+pub fn identity_unavailable(status: &mut InstallPlanStatus, message: &str, now: Timestamp) {
+    conditions::set(
+        &mut status.conditions,
+        installed(
+            FALSE,
+            Some(InstallPlanConditionReason::INSTALL_CHECK_FAILED),
+            Some(message.to_owned()),
+        ),
+        now,
+    );
+}
+
+/// Clears a previous `InstallCheckFailed` once the identity is available
+/// again: upstream overwrites it with `Installed` False, reason `Unknown`
+/// and no message, and so do we. Any other `Installed` condition stays.
+pub fn identity_available(status: &mut InstallPlanStatus, now: Timestamp) {
+    let check_failed = status.conditions.iter().any(|c| {
+        c.type_ == InstallPlanConditionType::INSTALLED
+            && c.reason.as_ref() == Some(&InstallPlanConditionReason::INSTALL_CHECK_FAILED)
+    });
+    if check_failed {
+        conditions::set(
+            &mut status.conditions,
+            installed(FALSE, Some(InstallPlanConditionReason::UNKNOWN), None),
+            now,
+        );
+    }
+}
+
 /// Decides whether an InstallPlan is to be executed, moving an approved
 /// `RequiresApproval` plan to `Installing` and stamping `startTime`. Returns
 /// the action and whether the status changed.
@@ -66,7 +109,7 @@ pub fn before_execution(
     status: &mut InstallPlanStatus,
     now: Timestamp,
 ) -> (PlanAction, bool) {
-    if status.plan.is_empty() && status.bundle_lookups.is_empty() {
+    if unplanned(status) {
         return (PlanAction::Nothing, false);
     }
     let mut changed = false;

@@ -10,11 +10,13 @@ use std::{
 use kube::{Api, api::PostParams};
 use olm_api::{
     catalog_source::CatalogSource, csv::ClusterServiceVersion, install_plan::InstallPlan,
-    operator_group::OperatorGroup, subscription::Subscription,
+    subscription::Subscription,
 };
 use serde_json::json;
 
-use crate::{eventually, init_logs, olm_crds_installed, subscriptions::serve_widgets};
+use crate::{
+    eventually, init_logs, managing_group, olm_crds_installed, subscriptions::serve_widgets,
+};
 
 /// The binary as a child process; killed (SIGKILL) when dropped.
 struct Process(Child);
@@ -69,18 +71,7 @@ async fn the_binary_installs_and_survives_sigkill_without_duplicates() {
         )
         .await
         .unwrap();
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns.name());
-    groups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                "metadata": {"name": "og"}, "spec": {}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    managing_group(&client, ns.name(), "og", json!({})).await;
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
     subs.create(
         &PostParams::default(),

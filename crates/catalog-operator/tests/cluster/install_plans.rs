@@ -14,7 +14,7 @@ use kube::{
 use olm_api::{csv::ClusterServiceVersion, install_plan::InstallPlan};
 use serde_json::{Value, json};
 
-use crate::{RunningOperator, eventually, init_logs, olm_crds_installed};
+use crate::{RunningOperator, eventually, init_logs, managing_group, olm_crds_installed};
 
 const WAIT: Duration = Duration::from_secs(40);
 
@@ -75,6 +75,29 @@ fn step(
     })
 }
 
+/// A plan is carried out only in a namespace one OperatorGroup manages:
+/// gives the namespace one, unless the test made its own.
+async fn ensure_managed(namespace: &str) {
+    let client = olm_testkit::control_plane().client().await;
+    let groups: Api<olm_api::operator_group::OperatorGroup> =
+        Api::namespaced(client.clone(), namespace);
+    if groups
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty()
+    {
+        managing_group(
+            &client,
+            namespace,
+            "og",
+            json!({"targetNamespaces": [namespace]}),
+        )
+        .await;
+    }
+}
+
 async fn create_plan(
     api: &Api<InstallPlan>,
     name: &str,
@@ -94,7 +117,8 @@ async fn create_plan(
         }
     }))
     .unwrap();
-    api.create(&PostParams::default(), &plan).await.unwrap();
+    let created = api.create(&PostParams::default(), &plan).await.unwrap();
+    ensure_managed(&created.metadata.namespace.unwrap()).await;
     api.patch_status(
         name,
         &PatchParams::default(),
@@ -416,7 +440,8 @@ async fn create_lookup_plan(api: &Api<InstallPlan>, name: &str, status: Value) {
         "spec": {"clusterServiceVersionNames": ["widgets.v1"], "approval": "Automatic", "approved": true, "generation": 1}
     }))
     .unwrap();
-    api.create(&PostParams::default(), &plan).await.unwrap();
+    let created = api.create(&PostParams::default(), &plan).await.unwrap();
+    ensure_managed(&created.metadata.namespace.unwrap()).await;
     api.patch_status(
         name,
         &PatchParams::default(),
@@ -702,19 +727,13 @@ async fn a_scoped_install_gets_no_more_than_its_service_account_may_grant() {
         )
         .await
         .unwrap();
-    let groups: Api<olm_api::operator_group::OperatorGroup> =
-        Api::namespaced(client.clone(), ns.name());
-    groups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                "metadata": {"name": "og"}, "spec": {"serviceAccountName": "installer", "targetNamespaces": [ns.name()]}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    managing_group(
+        &client,
+        ns.name(),
+        "og",
+        json!({"serviceAccountName": "installer", "targetNamespaces": [ns.name()]}),
+    )
+    .await;
     let operator = RunningOperator::start(ns.name()).await;
     let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
     let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "scoped-settings"}, "data": {"a": "b"}});
@@ -832,5 +851,252 @@ async fn api_warnings_while_applying_a_plan_are_counted() {
         "{}",
         operator.metrics_text()
     );
+    operator.stop().await;
+}
+
+/// The escape a security review found: a tenant subscribes under an admin's
+/// scoped OperatorGroup, then adds a second group while the plan retries.
+/// Before the fix, the plan's cluster-scoped RBAC was then created with
+/// OLM's own identity. Now the plan stops with `InstallCheckFailed` and
+/// nothing beyond what the ServiceAccount may create ever exists.
+#[tokio::test]
+async fn a_second_operator_group_stops_a_scoped_plan_instead_of_lifting_its_scope() {
+    use k8s_openapi::api::{
+        core::v1::ConfigMap,
+        rbac::v1::{ClusterRoleBinding, Role, RoleBinding},
+    };
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-escape").await;
+    let client = plane.client().await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "installer"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    // The admin's account may create ConfigMaps in its namespace, and
+    // nothing cluster-scoped.
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns.name());
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "installer"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]}]
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns.name());
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "installer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer"},
+                "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns.name()}]
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    managing_group(
+        &client,
+        ns.name(),
+        "admin-scoped",
+        json!({"serviceAccountName": "installer", "targetNamespaces": [ns.name()]}),
+    )
+    .await;
+    let operator = RunningOperator::start(ns.name()).await;
+
+    let escalated = format!("escape-{}", ns.name());
+    let settings = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "escape-settings"}, "data": {"a": "b"}});
+    let cluster_role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": escalated},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+    });
+    let cluster_binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": escalated},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": escalated},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns.name()}],
+    });
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    create_plan(
+        &api,
+        "install-escape",
+        true,
+        "Installing",
+        vec![
+            step("", "", "v1", "ConfigMap", "escape-settings", &settings),
+            step(
+                "",
+                "rbac.authorization.k8s.io",
+                "v1",
+                "ClusterRole",
+                &escalated,
+                &cluster_role,
+            ),
+            step(
+                "",
+                "rbac.authorization.k8s.io",
+                "v1",
+                "ClusterRoleBinding",
+                &escalated,
+                &cluster_binding,
+            ),
+        ],
+    )
+    .await;
+    // Scoped: what the account may create is created, the rest is refused
+    // and retried.
+    eventually("forbidden and retrying", WAIT, || async {
+        let plan = api.get("install-escape").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(plan.status.unwrap_or_default()).unwrap();
+        let message = status["message"].as_str().unwrap_or_default();
+        if message.contains("forbidden") {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    assert!(maps.get_opt("escape-settings").await.unwrap().is_some());
+
+    // The tenant adds a group of its own.
+    managing_group(
+        &client,
+        ns.name(),
+        "tenant-unscoped",
+        json!({"targetNamespaces": [ns.name()]}),
+    )
+    .await;
+    let status = eventually("InstallCheckFailed", WAIT, || async {
+        let plan = api.get("install-escape").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(plan.status.unwrap_or_default()).unwrap();
+        let refused = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c["type"] == "Installed"
+                    && c["status"] == "False"
+                    && c["reason"] == "InstallCheckFailed"
+                    && c["message"]
+                        == "more than one operator group(s) are managing this namespace count=2"
+            });
+        if refused {
+            Ok(status)
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    assert_eq!(status["phase"], "Installing", "retried, not failed");
+    // Several retries later, still nothing cluster-scoped exists.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    assert!(cluster_roles.get_opt(&escalated).await.unwrap().is_none());
+    assert!(
+        cluster_bindings
+            .get_opt(&escalated)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let plan = api.get("install-escape").await.unwrap();
+    let steps = serde_json::to_value(plan.status.unwrap().plan).unwrap();
+    for step in steps.as_array().unwrap() {
+        if step["resource"]["kind"] != "ConfigMap" {
+            assert_ne!(step["status"], "Created", "{step}");
+            assert_ne!(step["status"], "Present", "{step}");
+        }
+    }
+
+    // The tenant's group goes: the plan is scoped again, says so, and is
+    // still refused the cluster-scoped objects.
+    let groups: Api<olm_api::operator_group::OperatorGroup> =
+        Api::namespaced(client.clone(), ns.name());
+    groups
+        .delete("tenant-unscoped", &Default::default())
+        .await
+        .unwrap();
+    eventually("scoped and retrying again", WAIT, || async {
+        let plan = api.get("install-escape").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(plan.status.unwrap_or_default()).unwrap();
+        let reset = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Installed" && c["reason"] == "Unknown");
+        if reset && status["attenuatedServiceAccountRef"]["name"] == "installer" {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    assert!(cluster_roles.get_opt(&escalated).await.unwrap().is_none());
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_plan_in_a_namespace_no_operator_group_manages_applies_nothing() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-ungrouped").await;
+    let client = plane.client().await;
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    // Written by hand, as create_plan would, but without giving the
+    // namespace an OperatorGroup.
+    let plan: InstallPlan = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+        "metadata": {"name": "install-orphan"},
+        "spec": {"clusterServiceVersionNames": ["widgets.v1"], "approval": "Automatic", "approved": true, "generation": 1}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &plan).await.unwrap();
+    let settings = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "orphan-settings"}, "data": {"a": "b"}});
+    api.patch_status(
+        "install-orphan",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"status": {"phase": "Installing", "catalogSources": ["cat"],
+            "plan": [step("", "", "v1", "ConfigMap", "orphan-settings", &settings)]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    eventually("InstallCheckFailed", WAIT, || async {
+        let plan = api.get("install-orphan").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(plan.status.unwrap_or_default()).unwrap();
+        let refused = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c["reason"] == "InstallCheckFailed"
+                    && c["message"] == "no operator group found that is managing this namespace"
+            });
+        if refused {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), ns.name());
+    assert!(maps.get_opt("orphan-settings").await.unwrap().is_none());
     operator.stop().await;
 }

@@ -149,3 +149,54 @@ impl Drop for RunningOperator {
         self.shutdown.cancel();
     }
 }
+
+/// Creates the OperatorGroup `name` in `namespace` with `spec`, and writes
+/// the status olm-operator would give it (it does not run in these tests):
+/// `status.namespaces` (so the group manages its targets) and, for a
+/// group naming a `serviceAccountName`, the `serviceAccountRef` of that
+/// account once it exists.
+pub(crate) async fn managing_group(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    spec: serde_json::Value,
+) -> olm_api::operator_group::OperatorGroup {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    let groups: Api<olm_api::operator_group::OperatorGroup> =
+        Api::namespaced(client.clone(), namespace);
+    groups
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": name}, "spec": spec
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // Upstream writes `[""]` for a group that targets every namespace.
+    let targets = spec["targetNamespaces"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| vec![serde_json::json!("")]);
+    let mut status = serde_json::json!({ "namespaces": targets });
+    if let Some(account) = spec["serviceAccountName"].as_str() {
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+        let found = accounts.get(account).await.unwrap();
+        status["serviceAccountRef"] = serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount", "namespace": namespace,
+            "name": account, "uid": found.metadata.uid,
+            "resourceVersion": found.metadata.resource_version,
+        });
+    }
+    groups
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "status": status })),
+        )
+        .await
+        .unwrap()
+}

@@ -11,12 +11,12 @@ use kube::{
 };
 use olm_api::{
     catalog_source::CatalogSource, csv::ClusterServiceVersion, install_plan::InstallPlan,
-    operator_group::OperatorGroup, subscription::Subscription,
+    subscription::Subscription,
 };
 use olm_registry::{CatalogIndex, IndexOptions, RegistryServer, RunningServer};
 use serde_json::json;
 
-use crate::{RunningOperator, eventually, init_logs, olm_crds_installed};
+use crate::{RunningOperator, eventually, init_logs, managing_group, olm_crds_installed};
 
 const WAIT: Duration = Duration::from_secs(40);
 
@@ -111,18 +111,13 @@ async fn a_subscription_is_resolved_and_installed() {
         )
         .await
         .unwrap();
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns.name());
-    groups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                "metadata": {"name": "og"}, "spec": {"targetNamespaces": [ns.name()]}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    managing_group(
+        &client,
+        ns.name(),
+        "og",
+        json!({"targetNamespaces": [ns.name()]}),
+    )
+    .await;
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
     subs.create(
         &PostParams::default(),
@@ -255,18 +250,7 @@ async fn an_unsatisfiable_subscription_reports_resolution_failed() {
         .await
         .unwrap();
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
-    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), ns.name());
-    groups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                "metadata": {"name": "og"}, "spec": {}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    managing_group(&client, ns.name(), "og", json!({})).await;
     subs.create(
         &PostParams::default(),
         &serde_json::from_value(json!({

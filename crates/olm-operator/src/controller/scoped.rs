@@ -13,7 +13,6 @@ use std::{
 };
 
 use futures::{StreamExt, channel::mpsc};
-use http::HeaderValue;
 use jiff::Timestamp;
 use k8s_openapi::api::{
     core::v1::{Namespace, ServiceAccount},
@@ -41,47 +40,12 @@ use crate::{
         csv_phase::detected_cluster_change,
         csv_status,
         scoped::{
-            IdentityUnavailable, ServiceAccountLookup, impersonation, install_service_account,
+            IdentityUnavailable, ServiceAccountLookup, install_service_account,
             namespace_group_labels, namespace_label_patch, requested_service_account,
             service_account_reference,
         },
     },
 };
-
-/// A client that sends every request of `client` as the ServiceAccount
-/// `reference` (the `Impersonate-User` and `Impersonate-Group` headers), so
-/// the API server grants it no more than that account may do. It shares
-/// `client`'s connections and credentials; those credentials must be allowed
-/// to `impersonate` serviceaccounts and groups.
-pub(crate) fn impersonating(
-    client: &Client,
-    reference: &k8s_openapi::api::core::v1::ObjectReference,
-) -> Result<Client, IdentityUnavailable> {
-    let (user, groups) = impersonation(reference);
-    let header = |value: &str| {
-        HeaderValue::from_str(value).map_err(|_| {
-            IdentityUnavailable(format!(
-                "service account name {value:?} is not a valid header"
-            ))
-        })
-    };
-    let user = header(&user)?;
-    let groups = groups
-        .iter()
-        .map(|g| header(g))
-        .collect::<Result<Vec<_>, _>>()?;
-    let base = client.clone();
-    let service = tower::service_fn(move |mut request: http::Request<kube::client::Body>| {
-        let base = base.clone();
-        let headers = request.headers_mut();
-        headers.insert("Impersonate-User", user.clone());
-        for group in &groups {
-            headers.append("Impersonate-Group", group.clone());
-        }
-        async move { base.send(request).await }
-    });
-    Ok(Client::new(service, client.default_namespace()))
-}
 
 /// The client the CSV's install strategy (ServiceAccounts, RBAC,
 /// Deployments) is carried out with: OLM's own, or, when the namespace's
@@ -101,7 +65,7 @@ pub(crate) fn install_client(
         .collect();
     match install_service_account(namespace, &groups)? {
         None => Ok(context.client.clone()),
-        Some(reference) => impersonating(&context.client, &reference),
+        Some(reference) => olm_runtime::impersonation::impersonating(&context.client, &reference),
     }
 }
 

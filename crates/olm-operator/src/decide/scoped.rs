@@ -27,6 +27,10 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::{api::core::v1::ObjectReference, apimachinery::pkg::apis::meta::v1::Condition};
+pub use olm_api::install_identity::{
+    IdentityUnavailable, impersonation, install_service_account, requested_service_account,
+    service_account_reference,
+};
 use olm_api::{
     conditions,
     labels::{OPERATOR_GROUP_UID_PREFIX, operator_group_uid_label},
@@ -42,16 +46,6 @@ pub fn service_account_not_found_message(name: &str) -> String {
     format!("ServiceAccount {name} not found")
 }
 
-/// The service account named by a group's `spec.serviceAccountName`, if any
-/// (an empty name is none).
-pub fn requested_service_account(group: &OperatorGroup) -> Option<&str> {
-    group
-        .spec
-        .service_account_name
-        .as_deref()
-        .filter(|name| !name.is_empty())
-}
-
 /// What a lookup of the group's ServiceAccount found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ServiceAccountLookup {
@@ -61,25 +55,6 @@ pub enum ServiceAccountLookup {
     NotFound,
     /// It exists; upstream's `reference.GetReference` of it.
     Found(ObjectReference),
-}
-
-/// The reference upstream records in `status.serviceAccountRef`: kind,
-/// apiVersion, namespace, name, uid and resourceVersion of the account.
-pub fn service_account_reference(
-    namespace: &str,
-    name: &str,
-    uid: Option<&str>,
-    resource_version: Option<&str>,
-) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("ServiceAccount".to_owned()),
-        namespace: Some(namespace.to_owned()),
-        name: Some(name.to_owned()),
-        uid: uid.map(str::to_owned),
-        resource_version: resource_version.map(str::to_owned),
-        field_path: None,
-    }
 }
 
 /// The status fields of an OperatorGroup this module owns, as they should be.
@@ -163,71 +138,6 @@ pub fn group_status_update(
         conditions,
         service_account_ref_changed,
     }
-}
-
-/// Why a CSV of the namespace cannot be installed with the right identity
-/// yet (upstream's operator-group errors of the service account querier).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct IdentityUnavailable(pub String);
-
-/// The ServiceAccount the CSVs of `namespace` are installed as (upstream's
-/// `queryServiceAccountFromNamespace`): `None` means OLM's own identity.
-/// Groups whose `status.namespaces` is empty are not managing anything and
-/// are ignored.
-pub fn install_service_account(
-    namespace: &str,
-    groups: &[OperatorGroup],
-) -> Result<Option<ObjectReference>, IdentityUnavailable> {
-    let managing: Vec<&OperatorGroup> = groups
-        .iter()
-        .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
-        .filter(|g| g.status.as_ref().is_some_and(|s| !s.namespaces.is_empty()))
-        .collect();
-    let group = match managing.as_slice() {
-        [] => {
-            return Err(IdentityUnavailable(
-                "no operator group found that is managing this namespace".to_owned(),
-            ));
-        }
-        [group] => *group,
-        more => {
-            return Err(IdentityUnavailable(format!(
-                "more than one operator group(s) are managing this namespace count={}",
-                more.len()
-            )));
-        }
-    };
-    let Some(name) = requested_service_account(group) else {
-        return Ok(None);
-    };
-    match group
-        .status
-        .as_ref()
-        .and_then(|s| s.service_account_ref.clone())
-    {
-        Some(reference) => Ok(Some(reference)),
-        None => Err(IdentityUnavailable(format!(
-            "please make sure the service account exists. sa={name} operatorgroup={namespace}/{}",
-            group.metadata.name.as_deref().unwrap_or_default()
-        ))),
-    }
-}
-
-/// How a request made on behalf of a ServiceAccount identifies itself: the
-/// `Impersonate-User` and `Impersonate-Group` values the API server gives a
-/// ServiceAccount's own token.
-pub fn impersonation(reference: &ObjectReference) -> (String, Vec<String>) {
-    let namespace = reference.namespace.as_deref().unwrap_or_default();
-    let name = reference.name.as_deref().unwrap_or_default();
-    (
-        format!("system:serviceaccount:{namespace}:{name}"),
-        vec![
-            "system:serviceaccounts".to_owned(),
-            format!("system:serviceaccounts:{namespace}"),
-            "system:authenticated".to_owned(),
-        ],
-    )
 }
 
 /// The `olm.operatorgroup.uid/<uid>: ""` labels `namespace` should carry:

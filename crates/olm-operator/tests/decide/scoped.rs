@@ -1,6 +1,6 @@
 //! Scoped installs and the OperatorGroup bookkeeping around them: the
-//! group's `serviceAccountRef` and conditions, the identity a CSV is
-//! installed with, and the `olm.operatorgroup.uid/<uid>` namespace labels.
+//! group's `serviceAccountRef` and conditions (the identity a CSV is
+//! installed with is olm-api's `install_identity`, tested there), and the `olm.operatorgroup.uid/<uid>` namespace labels.
 
 // Helpers of a test module: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -10,9 +10,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ObjectReference;
 use olm_api::{conditions, labels, operator_group::OperatorGroup};
 use olm_operator::decide::scoped::{
-    MULTIPLE_OPERATOR_GROUPS_MESSAGE, ServiceAccountLookup, group_status_update, impersonation,
-    install_service_account, namespace_group_labels, namespace_label_patch,
-    service_account_reference,
+    MULTIPLE_OPERATOR_GROUPS_MESSAGE, ServiceAccountLookup, group_status_update,
+    namespace_group_labels, namespace_label_patch, service_account_reference,
 };
 
 use super::fixtures::{GroupFixture, gadget_group, minute};
@@ -183,90 +182,6 @@ fn conditions_go_when_their_cause_goes_and_keep_their_time_while_it_stays() {
     let update = group_status_update(&dropped, 2, &ServiceAccountLookup::NotRequested, minute(11));
     assert!(conditions::find(&update.conditions, "OperatorGroupServiceAccount").is_none());
     assert!(conditions::find(&update.conditions, "MultipleOperatorGroup").is_some());
-}
-
-#[test]
-fn the_install_identity_is_the_groups_account_once_found() {
-    let managing = |group: OperatorGroup| group.targeting(&["gadget-system"]);
-    let named = |name: &str| {
-        let mut g = managing(gadget_group());
-        g.metadata.name = Some(name.to_owned());
-        g
-    };
-    let ok = |r: Result<Option<ObjectReference>, _>| {
-        r.map_err(|e: olm_operator::decide::scoped::IdentityUnavailable| e.0)
-    };
-    assert_eq!(
-        ok(install_service_account(
-            "gadget-system",
-            &[named("gadget-group")]
-        )),
-        Ok(None),
-        "no serviceAccountName: OLM's own identity"
-    );
-    assert_eq!(
-        ok(install_service_account(
-            "gadget-system",
-            &[with_ref(
-                with_account(named("gadget-group"), "sprocket-installer"),
-                sprocket_account()
-            )]
-        )),
-        Ok(Some(sprocket_account()))
-    );
-    assert_eq!(
-        ok(install_service_account(
-            "gadget-system",
-            &[with_account(named("gadget-group"), "sprocket-installer")]
-        )),
-        Err("please make sure the service account exists. sa=sprocket-installer operatorgroup=gadget-system/gadget-group".to_owned())
-    );
-    assert_eq!(
-        ok(install_service_account(
-            "gadget-system",
-            &[named("a"), named("b")]
-        )),
-        Err("more than one operator group(s) are managing this namespace count=2".to_owned())
-    );
-    assert_eq!(
-        ok(install_service_account("gadget-system", &[])),
-        Err("no operator group found that is managing this namespace".to_owned())
-    );
-    let mut idle = gadget_group();
-    idle.status = None;
-    assert_eq!(
-        ok(install_service_account(
-            "gadget-system",
-            &[idle, named("gadget-group")]
-        )),
-        Ok(None),
-        "a group managing no namespace is ignored"
-    );
-    assert_eq!(
-        ok(install_service_account(
-            "cog-works",
-            &[named("gadget-group")]
-        )),
-        Err("no operator group found that is managing this namespace".to_owned()),
-        "groups of other namespaces do not count"
-    );
-}
-
-#[test]
-fn impersonation_is_the_accounts_own_identity() {
-    let (user, groups) = impersonation(&sprocket_account());
-    assert_eq!(
-        user,
-        "system:serviceaccount:gadget-system:sprocket-installer"
-    );
-    assert_eq!(
-        groups,
-        [
-            "system:serviceaccounts",
-            "system:serviceaccounts:gadget-system",
-            "system:authenticated"
-        ]
-    );
 }
 
 fn group_with_uid(uid: &str, targets: &[&str]) -> OperatorGroup {

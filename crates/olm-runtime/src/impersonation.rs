@@ -1,0 +1,51 @@
+//! Clients that act as a ServiceAccount: every request carries the
+//! `Impersonate-User` and `Impersonate-Group` headers of that account, so the
+//! API server grants it no more than the account may do. This is the one
+//! impersonation mechanism of the services; which account to impersonate is
+//! decided by [`olm_api::install_identity`].
+//!
+//! Impersonation needs no token Secret and no TokenRequest (upstream
+//! authenticates with the account's token instead); the calling service's
+//! own credentials must be allowed to `impersonate` serviceaccounts and
+//! groups.
+
+use http::HeaderValue;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use olm_api::install_identity::{IdentityUnavailable, impersonation};
+
+/// A client that sends every request of `client` as the ServiceAccount
+/// `reference`. It shares `client`'s connections, credentials and layers
+/// (a warning counter, say).
+pub fn impersonating(
+    client: &Client,
+    reference: &ObjectReference,
+) -> Result<Client, IdentityUnavailable> {
+    let (user, groups) = impersonation(reference);
+    let header = |value: &str| {
+        HeaderValue::from_str(value).map_err(|_| {
+            IdentityUnavailable(format!(
+                "service account name {value:?} is not a valid header"
+            ))
+        })
+    };
+    let user = header(&user)?;
+    let groups = groups
+        .iter()
+        .map(|g| header(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    let base = client.clone();
+    let service = tower::service_fn(move |mut request: http::Request<kube::client::Body>| {
+        let base = base.clone();
+        let headers = request.headers_mut();
+        // Headers a caller set are replaced, never added to: a second
+        // Impersonate-Group would widen the identity.
+        headers.remove("Impersonate-Group");
+        headers.insert("Impersonate-User", user.clone());
+        for group in &groups {
+            headers.append("Impersonate-Group", group.clone());
+        }
+        async move { base.send(request).await }
+    });
+    Ok(Client::new(service, client.default_namespace()))
+}
