@@ -135,6 +135,8 @@ pub struct BundleSpec {
     pub dependencies: Vec<Value>,
     /// CRDs the CSV requires: `(name, version, kind)`.
     pub required_crds: Vec<(String, String, String)>,
+    /// Rules of the CSV's `clusterPermissions` (none when empty).
+    pub cluster_rules: Vec<Value>,
 }
 
 impl BundleSpec {
@@ -154,6 +156,7 @@ impl BundleSpec {
             crd_versions: vec![CrdVersion::open("v1", true)],
             dependencies: Vec::new(),
             required_crds: Vec::new(),
+            cluster_rules: Vec::new(),
         }
     }
 
@@ -190,6 +193,13 @@ impl BundleSpec {
     pub fn requires_crd(mut self, name: &str, version: &str, kind: &str) -> Self {
         self.required_crds
             .push((name.to_owned(), version.to_owned(), kind.to_owned()));
+        self
+    }
+
+    /// Adds a rule to the CSV's `clusterPermissions`.
+    #[must_use]
+    pub fn cluster_permission(mut self, rule: Value) -> Self {
+        self.cluster_rules.push(rule);
         self
     }
 
@@ -272,7 +282,7 @@ impl BundleSpec {
             crds["required"] = json!(required);
         }
         let deployment = self.deployment_name();
-        json!({
+        let mut csv = json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
             "metadata": {"name": self.csv_name(), "annotations": annotations},
             "spec": {
@@ -295,7 +305,12 @@ impl BundleSpec {
                     }}]
                 }}
             }
-        })
+        });
+        if !self.cluster_rules.is_empty() {
+            csv["spec"]["install"]["spec"]["clusterPermissions"] =
+                json!([{"serviceAccountName": deployment, "rules": self.cluster_rules}]);
+        }
+        csv
     }
 
     /// The bundle's files, as `opm alpha bundle generate` lays them out.

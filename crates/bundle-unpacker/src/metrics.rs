@@ -45,13 +45,14 @@ pub struct UnpackMetrics {
     duration: Family<OutcomeLabels, Histogram>,
     retries: Counter,
     work: Family<SourceLabels, Counter>,
+    refused: Counter,
 }
 
 impl UnpackMetrics {
     /// Registers `bundle_unpacker_unpacks_total{outcome,reason}`,
     /// `bundle_unpacker_unpack_duration_seconds{outcome}`,
-    /// `bundle_unpacker_retries_total` and
-    /// `bundle_unpacker_work_total{source}`.
+    /// `bundle_unpacker_retries_total`, `bundle_unpacker_work_total{source}`
+    /// and `bundle_unpacker_requests_refused_total`.
     pub fn register(registry: &mut olm_runtime::metrics::MetricsRegistry) -> Self {
         let metrics = Self {
             unpacks: Family::default(),
@@ -61,6 +62,7 @@ impl UnpackMetrics {
             }),
             retries: Counter::default(),
             work: Family::default(),
+            refused: Counter::default(),
         };
         let registry = registry.component(PREFIX);
         registry.register(
@@ -84,7 +86,22 @@ impl UnpackMetrics {
             "Unpack work taken up, by where it came from (queue or watch)",
             metrics.work.clone(),
         );
+        registry.register(
+            "requests_refused",
+            "Work requests from the bus that no InstallPlan backs (forged or stale), dropped unread",
+            metrics.refused.clone(),
+        );
         metrics
+    }
+
+    /// Records a bus request dropped because no InstallPlan backs it.
+    pub fn refused(&self) {
+        self.refused.inc();
+    }
+
+    /// Bus requests refused so far.
+    pub fn refused_count(&self) -> u64 {
+        self.refused.get()
     }
 
     /// Records a finished unpack.

@@ -360,6 +360,29 @@ async fn handle_request(worker: &Worker, item: &WorkItem<BundleUnpackRequest>) {
         let _ = item.nak(Some(QUEUE_REDELIVERY_DELAY)).await;
         return;
     }
+    // The bus is a hint: only an InstallPlan that still waits for this
+    // bundle from this catalog makes it work. Read uncached, since the
+    // request may outrun the watch that would bring the plan.
+    let plans: kube::Api<InstallPlan> =
+        kube::Api::namespaced(worker.client.clone(), &job.plan_namespace);
+    let plan = if job.plan_name.is_empty() {
+        None
+    } else {
+        match plans.get_opt(&job.plan_name).await {
+            Ok(plan) => plan,
+            Err(error) => {
+                tracing::warn!(error = %error, "reading the InstallPlan of an unpack request; redelivering");
+                let _ = item.nak(Some(QUEUE_REDELIVERY_DELAY)).await;
+                return;
+            }
+        }
+    };
+    if let Err(unbacked) = crate::decide::lookups::check_request(&job, plan.as_ref()) {
+        tracing::warn!(image = job.bundle_path, reason = %unbacked, "unpack request not backed by an InstallPlan; dropped");
+        worker.metrics.refused();
+        let _ = item.term().await;
+        return;
+    }
     if request.is_past_deadline(std::time::SystemTime::now()) {
         // Stale: the InstallPlan still says what is needed, and the watch
         // acts on it.

@@ -116,3 +116,72 @@ pub fn watch_due(
         .unwrap_or(since);
     if now >= due { Ok(()) } else { Err(due) }
 }
+
+/// Why a work request from the bus is not acted on: the bus is a hint, and
+/// only an InstallPlan that still waits for exactly this bundle, from
+/// exactly this catalog, makes it work (architecture rule 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unbacked {
+    /// The request names no InstallPlan.
+    #[error("the request names no InstallPlan")]
+    NoPlan,
+    /// The InstallPlan it names does not exist.
+    #[error("InstallPlan {namespace}/{name} does not exist")]
+    PlanMissing {
+        /// The plan's namespace.
+        namespace: String,
+        /// The plan's name.
+        name: String,
+    },
+    /// The plan exists but waits for no such bundle from that catalog
+    /// (forged, or already unpacked).
+    #[error(
+        "InstallPlan {namespace}/{name} waits for no bundle {bundle_path:?} from catalog {catalog}"
+    )]
+    NotPending {
+        /// The plan's namespace.
+        namespace: String,
+        /// The plan's name.
+        name: String,
+        /// The image asked for.
+        bundle_path: String,
+        /// The catalog asked for, `namespace/name`.
+        catalog: String,
+    },
+}
+
+/// Checks a job taken from a bus request against the InstallPlan it names,
+/// as read from the API server (`None`: not found). The job is acted on only
+/// if the plan has a pending lookup of the same image from the same
+/// CatalogSource; the image, the catalog (whose pull secrets are used) and
+/// the namespace the content is written to all come from that lookup, never
+/// from the request alone.
+pub fn check_request(job: &UnpackJob, plan: Option<&InstallPlan>) -> Result<(), Unbacked> {
+    if job.plan_name.is_empty() || job.plan_namespace.is_empty() {
+        return Err(Unbacked::NoPlan);
+    }
+    let Some(plan) = plan else {
+        return Err(Unbacked::PlanMissing {
+            namespace: job.plan_namespace.clone(),
+            name: job.plan_name.clone(),
+        });
+    };
+    let pending = pending_lookups(plan).into_iter().any(|lookup| {
+        let wanted = &lookup.job;
+        wanted.bundle_path == job.bundle_path
+            && wanted.catalog_namespace == job.catalog_namespace
+            && wanted.catalog_name == job.catalog_name
+            && wanted.plan_namespace == job.plan_namespace
+            && wanted.plan_name == job.plan_name
+    });
+    if pending {
+        Ok(())
+    } else {
+        Err(Unbacked::NotPending {
+            namespace: job.plan_namespace.clone(),
+            name: job.plan_name.clone(),
+            bundle_path: job.bundle_path.clone(),
+            catalog: format!("{}/{}", job.catalog_namespace, job.catalog_name),
+        })
+    }
+}

@@ -589,3 +589,113 @@ async fn a_bundle_outside_the_allowed_registries_is_refused_before_any_pull() {
     );
     unpacker.stop().await;
 }
+
+/// A TCP listener on loopback that counts the connections made to it: a
+/// registry address that tells whether anything tried to pull from it.
+async fn counting_listener() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    (host, count)
+}
+
+/// Anyone who can publish on the bus could ask for a pull of any image, with
+/// any catalog's pull secrets, into any namespace. Requests are now checked
+/// against the InstallPlan they name: forged ones are dropped unread and
+/// nothing is pulled, while a genuine request is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_unpack_request_pulls_nothing() {
+    use std::sync::atomic::Ordering;
+    init_logs();
+    olm_crds_installed().await;
+    let nats = NatsServer::start().unwrap();
+    let ns = control_plane().namespace("unpack-forged").await;
+    let client = control_plane().client().await;
+    let (forged_host, forged_pulls) = counting_listener().await;
+    let (genuine_host, genuine_pulls) = counting_listener().await;
+    let forged_image = format!("{forged_host}/attacker/bundle:v1");
+    let genuine_image = format!("{genuine_host}/olm/bundle:v1");
+    create_catalog(&client, ns.name(), "fixture-catalog", &[]).await;
+    create_catalog(&client, ns.name(), "secret-catalog", &["admin-pull-secret"]).await;
+    create_plan(
+        &client,
+        ns.name(),
+        "install-genuine",
+        "fixture-catalog",
+        &[&genuine_image],
+    )
+    .await;
+    let config = UnpackerConfig {
+        // Only the queue acts in this test: the watch's grace outlasts it.
+        watch_grace: Duration::from_secs(600),
+        ..config(ns.name(), &genuine_host)
+    };
+    let bus = Bus::connect(&BusArgs::with_url(nats.url()), "bundle-unpacker")
+        .await
+        .unwrap();
+    bus.wait_connected(Duration::from_secs(10)).await.unwrap();
+    let unpacker = RunningUnpacker::start(config, bus).await;
+    let forger = Bus::connect(&BusArgs::with_url(nats.url()), "forger")
+        .await
+        .unwrap();
+    forger
+        .wait_connected(Duration::from_secs(10))
+        .await
+        .unwrap();
+    forger.declare_streams().await.unwrap();
+
+    let ask = |image: &str, catalog: &str, plan: &str| {
+        let mut request = request(ns.name(), image, "1");
+        if let Some(c) = request.catalog.as_mut() {
+            c.name = catalog.to_owned();
+        }
+        if let Some(p) = request.install_plan.as_mut() {
+            p.name = plan.to_owned();
+        }
+        request
+    };
+    // A plan that does not exist; an existing plan that never asked for
+    // this image; the genuine image, but with another catalog's secrets.
+    for forged in [
+        ask(&forged_image, "fixture-catalog", "install-made-up"),
+        ask(&forged_image, "fixture-catalog", "install-genuine"),
+        ask(&genuine_image, "secret-catalog", "install-genuine"),
+    ] {
+        forger.publish(&forged).await.unwrap();
+    }
+    forger
+        .publish(&ask(&genuine_image, "fixture-catalog", "install-genuine"))
+        .await
+        .unwrap();
+
+    // The genuine request is served (its "registry" is no registry, so a
+    // failure is recorded): the consumer was alive throughout.
+    let Stored::Failure(..) = wait_stored(&client, ns.name(), &genuine_image).await else {
+        panic!("expected a recorded failure for the genuine request");
+    };
+    eventually("three refusals counted", WAIT, || async {
+        match unpacker.metrics.refused_count() {
+            3 => Ok(()),
+            other => Err(format!("{other} refused")),
+        }
+    })
+    .await;
+    assert_eq!(
+        forged_pulls.load(Ordering::SeqCst),
+        0,
+        "a forged image was pulled"
+    );
+    assert!(genuine_pulls.load(Ordering::SeqCst) > 0);
+    assert_eq!(unpacker.metrics.work_count("queue"), 1);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let forged_map = unpacked::config_map_name(&forged_image);
+    assert!(maps.get_opt(&forged_map).await.unwrap().is_none());
+    unpacker.stop().await;
+}

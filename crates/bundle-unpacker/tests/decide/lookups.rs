@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use bundle_unpacker::decide::lookups::{pending_lookups, watch_due};
+use bundle_unpacker::decide::lookups::{
+    Unbacked, UnpackJob, check_request, pending_lookups, watch_due,
+};
 use jiff::Timestamp;
 use olm_api::install_plan::InstallPlan;
 use serde_json::json;
@@ -109,4 +111,97 @@ fn the_watch_leaves_fresh_needs_to_the_queue_while_the_bus_is_up() {
     for (name, since, bus, now, expected) in cases {
         assert_eq!(watch_due(since, bus, grace, now), expected, "{name}");
     }
+}
+
+fn job(path: &str, catalog: (&str, &str), plan: (&str, &str)) -> UnpackJob {
+    UnpackJob {
+        bundle_path: path.to_owned(),
+        bundle_name: "widget.v1".to_owned(),
+        catalog_namespace: catalog.0.to_owned(),
+        catalog_name: catalog.1.to_owned(),
+        plan_namespace: plan.0.to_owned(),
+        plan_name: plan.1.to_owned(),
+    }
+}
+
+#[test]
+fn only_a_plan_still_waiting_for_the_bundle_backs_a_bus_request() {
+    let waiting = plan(json!([
+        lookup("example.com/widget:v1", "True", Some("catalogs")),
+        lookup("example.com/widget:v0", "False", Some("catalogs")),
+    ]));
+    let genuine = job(
+        "example.com/widget:v1",
+        ("catalogs", "fixture-catalog"),
+        ("team-a", "install-abc"),
+    );
+    assert_eq!(check_request(&genuine, Some(&waiting)), Ok(()));
+
+    let rows: Vec<(&str, UnpackJob, Option<&InstallPlan>)> = vec![
+        (
+            "no plan named",
+            job(
+                "example.com/widget:v1",
+                ("catalogs", "fixture-catalog"),
+                ("", ""),
+            ),
+            Some(&waiting),
+        ),
+        ("the plan is gone", genuine.clone(), None),
+        (
+            "an image the plan never asked for",
+            job(
+                "attacker.example/evil:v1",
+                ("catalogs", "fixture-catalog"),
+                ("team-a", "install-abc"),
+            ),
+            Some(&waiting),
+        ),
+        (
+            "another catalog's pull secrets",
+            job(
+                "example.com/widget:v1",
+                ("catalogs", "private-catalog"),
+                ("team-a", "install-abc"),
+            ),
+            Some(&waiting),
+        ),
+        (
+            "content written to another namespace",
+            job(
+                "example.com/widget:v1",
+                ("kube-system", "fixture-catalog"),
+                ("team-a", "install-abc"),
+            ),
+            Some(&waiting),
+        ),
+        (
+            "a lookup already persisted",
+            job(
+                "example.com/widget:v0",
+                ("catalogs", "fixture-catalog"),
+                ("team-a", "install-abc"),
+            ),
+            Some(&waiting),
+        ),
+        (
+            "another plan's name",
+            job(
+                "example.com/widget:v1",
+                ("catalogs", "fixture-catalog"),
+                ("team-a", "install-xyz"),
+            ),
+            Some(&waiting),
+        ),
+    ];
+    for (what, job, plan) in rows {
+        assert!(check_request(&job, plan).is_err(), "{what}");
+    }
+    assert_eq!(
+        check_request(&genuine, None),
+        Err(Unbacked::PlanMissing {
+            namespace: "team-a".to_owned(),
+            name: "install-abc".to_owned()
+        })
+    );
 }

@@ -181,7 +181,10 @@ pub(crate) async fn managing_group(
         .as_array()
         .cloned()
         .unwrap_or_else(|| vec![serde_json::json!("")]);
-    let mut status = serde_json::json!({ "namespaces": targets });
+    let mut status = serde_json::json!({
+        "namespaces": targets,
+        "lastUpdated": jiff::Timestamp::now().round(jiff::Unit::Second).unwrap().to_string(),
+    });
     if let Some(account) = spec["serviceAccountName"].as_str() {
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
         let found = accounts.get(account).await.unwrap();
