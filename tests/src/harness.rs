@@ -490,6 +490,10 @@ pub struct ServiceOptions {
     /// Connect catalog-operator and bundle-unpacker to this NATS server
     /// (the work queue); without it both rely on watches alone.
     pub nats_url: Option<String>,
+    /// A folder holding each service's NKey seed as `<service>.nk`
+    /// ([`SecuredNats::nkey_dir`]); without it the services connect
+    /// anonymously.
+    pub nats_nkeys: Option<std::path::PathBuf>,
     /// catalog-operator's `--install-plan-retry-timeout` (1 minute when unset).
     pub install_plan_retry_timeout: Option<Duration>,
 }
@@ -551,7 +555,12 @@ pub async fn start_services_with(
                 ),
             ..Default::default()
         };
-        let bus = connect_bus(options.nats_url.as_deref(), "catalog-operator").await;
+        let bus = connect_bus(
+            options.nats_url.as_deref(),
+            options.nats_nkeys.as_deref(),
+            "catalog-operator",
+        )
+        .await;
         let stop = shutdown.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(err) = catalog_operator::controller::run(
@@ -585,7 +594,12 @@ pub async fn start_services_with(
             watch_grace: Duration::from_millis(100),
             ..Default::default()
         };
-        let bus = connect_bus(options.nats_url.as_deref(), "bundle-unpacker").await;
+        let bus = connect_bus(
+            options.nats_url.as_deref(),
+            options.nats_nkeys.as_deref(),
+            "bundle-unpacker",
+        )
+        .await;
         let stop = shutdown.clone();
         tasks.push(tokio::spawn(async move {
             let (watch_tx, watch_rx) = tokio::sync::watch::channel(true);
@@ -640,11 +654,19 @@ async fn identified(plane: &olm_testkit::ControlPlane, service: &str) -> kube::C
 }
 
 /// A bus to `url` (waiting until connected), or a disabled one.
-async fn connect_bus(url: Option<&str>, service: &str) -> olm_bus::Bus {
+async fn connect_bus(
+    url: Option<&str>,
+    nkeys: Option<&std::path::Path>,
+    service: &str,
+) -> olm_bus::Bus {
     let Some(url) = url else {
         return olm_bus::Bus::disabled();
     };
-    let bus = olm_bus::Bus::connect(&olm_bus::BusArgs::with_url(url), service)
+    let args = olm_bus::BusArgs {
+        nats_nkey_file: nkeys.map(|dir| dir.join(format!("{service}.nk"))),
+        ..olm_bus::BusArgs::with_url(url)
+    };
+    let bus = olm_bus::Bus::connect(&args, service)
         .await
         .unwrap_or_else(|err| panic!("bus: {err}"));
     bus.wait_connected(Duration::from_secs(10))
@@ -1144,4 +1166,60 @@ pub async fn serve_bundles_on(
             .await;
     });
     (stop.drop_guard(), dir)
+}
+
+/// A NATS server with JetStream that admits only OLM's services, each with
+/// its own NKey and the permissions `olm_bus::auth` gives it, as the Helm
+/// chart sets NATS up. The seeds are written to a private folder, one file
+/// per service, as a pod would mount them.
+#[derive(Debug)]
+pub struct SecuredNats {
+    /// The server.
+    pub server: olm_testkit::nats::NatsServer,
+    dir: tempfile::TempDir,
+}
+
+impl SecuredNats {
+    /// Generates the keys and starts the server.
+    pub fn start() -> Self {
+        let keys = olm_bus::auth::generate_keys().unwrap_or_else(|err| panic!("keys: {err}"));
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("tempdir: {err}"));
+        for key in &keys {
+            std::fs::write(dir.path().join(format!("{}.nk", key.service)), &key.seed)
+                .unwrap_or_else(|err| panic!("writing a seed: {err}"));
+        }
+        let pairs: Vec<(&str, &str)> = keys
+            .iter()
+            .map(|k| (k.service, k.public.as_str()))
+            .collect();
+        let config = olm_bus::auth::server_authorization(&pairs)
+            .unwrap_or_else(|err| panic!("authorization: {err}"));
+        let server = olm_testkit::nats::NatsServer::start_with_config(&config)
+            .unwrap_or_else(|err| panic!("nats-server: {err}"));
+        Self { server, dir }
+    }
+
+    /// The client URL.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// The folder of `<service>.nk` seed files.
+    pub fn nkey_dir(&self) -> std::path::PathBuf {
+        self.dir.path().to_owned()
+    }
+
+    /// The command-line flags that connect `service`'s binary.
+    pub fn cli_args(&self, service: &str) -> Vec<String> {
+        vec![
+            "--nats-url".to_owned(),
+            self.url(),
+            "--nats-nkey-file".to_owned(),
+            self.dir
+                .path()
+                .join(format!("{service}.nk"))
+                .display()
+                .to_string(),
+        ]
+    }
 }

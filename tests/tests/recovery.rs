@@ -498,7 +498,7 @@ async fn sigkill_of_bundle_unpacker_mid_pull_converges_without_duplicates() {
     let setup = Setup::new("e2e-kill-unpacker").await;
     let ns = setup.namespace();
     let host = setup.registry.host();
-    let nats = olm_testkit::nats::NatsServer::start().unwrap();
+    let nats = olm_e2e::harness::SecuredNats::start();
     let slow = SlowProxy::start(&host, Duration::from_secs(2)).await;
     let spec = BundleSpec::new(&setup.group, "1.0.0");
     let bundle = spec.load();
@@ -511,23 +511,23 @@ async fn sigkill_of_bundle_unpacker_mid_pull_converges_without_duplicates() {
         ServiceOptions {
             without_bundle_unpacker: true,
             nats_url: Some(nats.url()),
+            nats_nkeys: Some(nats.nkey_dir()),
             ..ServiceOptions::default()
         },
     )
     .await;
     let log = log_file(&setup, "bundle-unpacker");
-    let args = [
+    let mut args = vec![
         "--watchedNamespaces".to_owned(),
         ns.to_owned(),
         "--insecure-registry".to_owned(),
         slow.host(),
-        "--nats-url".to_owned(),
-        nats.url(),
         "--watch-grace".to_owned(),
         "1s".to_owned(),
         "--resync".to_owned(),
         "5s".to_owned(),
     ];
+    args.extend(nats.cli_args("bundle-unpacker"));
     let first = ServiceProcess::start("bundle-unpacker", &args, &log);
     create_catalog(
         &setup.client,
@@ -575,7 +575,7 @@ async fn nats_stopped_mid_install_still_converges() {
     let setup = Setup::new("e2e-nats-down").await;
     let ns = setup.namespace();
     let host = setup.registry.host();
-    let mut nats = olm_testkit::nats::NatsServer::start().unwrap();
+    let mut nats = olm_e2e::harness::SecuredNats::start();
     let slow = SlowProxy::start(&host, Duration::from_secs(2)).await;
     let spec = BundleSpec::new(&setup.group, "1.0.0");
     let bundle = spec.load();
@@ -587,6 +587,7 @@ async fn nats_stopped_mid_install_still_converges() {
         &slow.host(),
         ServiceOptions {
             nats_url: Some(nats.url()),
+            nats_nkeys: Some(nats.nkey_dir()),
             ..ServiceOptions::default()
         },
     )
@@ -609,8 +610,8 @@ async fn nats_stopped_mid_install_still_converges() {
         }
     })
     .await;
-    nats.stop();
-    assert!(!nats.is_running());
+    nats.server.stop();
+    assert!(!nats.server.is_running());
     assert!(
         unpacked_images(&setup).await.is_empty(),
         "NATS stopped before the bundle was stored"

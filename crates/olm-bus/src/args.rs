@@ -33,6 +33,16 @@ pub struct BusArgs {
     )]
     pub nats_credentials: Option<PathBuf>,
 
+    /// File holding this service's NKey seed (`SU...`): the service then
+    /// authenticates with it, and NATS grants it only that service's
+    /// subjects (see `olm_bus::auth`).
+    #[arg(
+        long = "nats-nkey-file",
+        env = "OLM_NATS_NKEY_FILE",
+        value_name = "FILE"
+    )]
+    pub nats_nkey_file: Option<PathBuf>,
+
     /// PEM file of the CA certificates that sign the NATS server's
     /// certificate. Setting it requires TLS on the connection.
     #[arg(long = "nats-ca-file", env = "OLM_NATS_CA_FILE", value_name = "FILE")]

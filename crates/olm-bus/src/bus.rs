@@ -222,6 +222,16 @@ impl Bus {
                         source,
                     })?;
         }
+        if let Some(path) = &args.nats_nkey_file {
+            let seed = std::fs::read_to_string(path).map_err(|source| Error::NkeyFile {
+                path: path.clone(),
+                source,
+            })?;
+            // Checked here so that a wrong file is a clear error at start,
+            // not an endless reconnect loop.
+            crate::auth::public_key_of(&seed)?;
+            options = options.nkey(seed.trim().to_owned());
+        }
         if let Some(ca_file) = &args.nats_ca_file {
             options = options
                 .add_root_certificates(ca_file.clone())

@@ -93,6 +93,21 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// An NKey seed or public key is malformed, or a service has no bus
+    /// identity.
+    #[error("bus identity: {0}")]
+    Key(String),
+
+    /// The NKey seed file cannot be read.
+    #[error("cannot read the NATS NKey seed from {path:?}")]
+    NkeyFile {
+        /// The file.
+        path: PathBuf,
+        /// What reading it reported.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The NATS client could not be created.
     #[error("cannot create the NATS client")]
     Connect(#[source] async_nats::ConnectError),
@@ -206,7 +221,11 @@ impl Error {
             Error::PayloadTooLarge { .. }
             | Error::Decode { .. }
             | Error::UnexpectedEventType { .. } => "decode",
-            Error::InvalidUrl { .. } | Error::Credentials { .. } | Error::Connect(_) => "config",
+            Error::InvalidUrl { .. }
+            | Error::Credentials { .. }
+            | Error::Key(_)
+            | Error::NkeyFile { .. }
+            | Error::Connect(_) => "config",
             Error::Publish { .. } | Error::JetStreamPublish { .. } => "publish",
             Error::Subscribe { .. } => "subscribe",
             Error::StreamInfo { .. } | Error::DeclareStream { .. } => "stream",

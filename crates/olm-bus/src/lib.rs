@@ -48,6 +48,7 @@
 //! their objects into [`events::ObjectRef`]s.
 
 mod args;
+pub mod auth;
 pub mod bus;
 mod error;
 pub mod events;

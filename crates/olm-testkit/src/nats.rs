@@ -18,6 +18,8 @@ pub struct NatsServer {
     port: u16,
     dir: tempfile::TempDir,
     binary: PathBuf,
+    /// Extra server configuration (an `authorization` block, say).
+    config: Option<String>,
     process: Mutex<Option<Supervised>>,
 }
 
@@ -25,6 +27,16 @@ impl NatsServer {
     /// Starts a new server and waits until it accepts connections.
     pub fn start() -> Result<NatsServer, Error> {
         let mut server = NatsServer::reserve()?;
+        server.restart()?;
+        Ok(server)
+    }
+
+    /// Starts a new server with `config` as its configuration file (for
+    /// example the `authorization` block of `olm_bus::auth`), the port,
+    /// store and JetStream still set on the command line.
+    pub fn start_with_config(config: &str) -> Result<NatsServer, Error> {
+        let mut server = NatsServer::reserve()?;
+        server.config = Some(config.to_owned());
         server.restart()?;
         Ok(server)
     }
@@ -41,6 +53,7 @@ impl NatsServer {
             port: free_port()?,
             dir,
             binary,
+            config: None,
             process: Mutex::new(None),
         })
     }
@@ -74,6 +87,13 @@ impl NatsServer {
             "--server_name".to_owned(),
             format!("olm-test-{}", self.port),
         ];
+        let mut args = args;
+        if let Some(config) = &self.config {
+            let path = self.dir.path().join("nats-server.conf");
+            std::fs::write(&path, config).map_err(|source| Error::io(path.clone(), source))?;
+            args.push("--config".to_owned());
+            args.push(path.display().to_string());
+        }
         let log = self.dir.path().join("nats-server.log");
         let mut process = Supervised::spawn("nats-server", &self.binary, &args, &log, &[])?;
         wait_for_port(&mut process, self.port, NATS_START_TIMEOUT)?;

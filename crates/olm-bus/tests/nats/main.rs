@@ -5,6 +5,7 @@
 //! *not* happen, it waits for a positive signal that comes after it instead
 //! (a later message, an empty stream) rather than sleeping.
 
+mod auth;
 mod fixtures;
 mod pubsub;
 mod resilience;
