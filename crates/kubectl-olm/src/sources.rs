@@ -82,6 +82,7 @@ async fn list_registry(address: &str) -> Result<(Vec<(String, String)>, Vec<Bund
         ClientOptions {
             connect_timeout: REGISTRY_CONNECT_TIMEOUT,
             request_timeout: REGISTRY_LIST_TIMEOUT,
+            ..ClientOptions::default()
         },
     )
     .await?;

@@ -22,7 +22,7 @@ use crate::{
         registry_client::RegistryClient as GrpcClient,
     },
     error::ClientError,
-    limits::{MAX_REQUEST_MESSAGE_BYTES, MAX_RESPONSE_MESSAGE_BYTES},
+    limits::{MAX_REQUEST_MESSAGE_BYTES, MAX_RESPONSE_MESSAGE_BYTES, StreamLimits},
     server::HEADER_ACKNOWLEDGE_EXPERIMENTAL,
 };
 
@@ -34,6 +34,8 @@ pub struct ClientOptions {
     /// How long one call may take until its answer starts (for streams) or
     /// arrives (for single answers).
     pub request_timeout: Duration,
+    /// How much one streaming answer may hold, and how long it may last.
+    pub stream_limits: StreamLimits,
 }
 
 impl Default for ClientOptions {
@@ -41,6 +43,7 @@ impl Default for ClientOptions {
         Self {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
+            stream_limits: StreamLimits::default(),
         }
     }
 }
@@ -74,6 +77,7 @@ pub struct RegistryClient {
     experimental: ExperimentalRegistryClient<Channel>,
     health: HealthClient<Channel>,
     timeout: Duration,
+    limits: StreamLimits,
 }
 
 fn status(rpc: &'static str) -> impl Fn(tonic::Status) -> ClientError {
@@ -98,10 +102,19 @@ impl RegistryClient {
                 endpoint: endpoint.to_owned(),
                 source,
             })?;
-        Ok(Self::from_channel(channel, options.request_timeout))
+        Ok(Self::from_channel(channel, options.request_timeout)
+            .with_stream_limits(options.stream_limits))
     }
 
-    /// A client over an existing channel.
+    /// The same client with other limits on streaming answers.
+    #[must_use]
+    pub fn with_stream_limits(mut self, limits: StreamLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// A client over an existing channel, with the default
+    /// [`StreamLimits`].
     pub fn from_channel(channel: Channel, timeout: Duration) -> Self {
         Self {
             registry: GrpcClient::new(channel.clone())
@@ -112,6 +125,7 @@ impl RegistryClient {
                 .max_encoding_message_size(MAX_REQUEST_MESSAGE_BYTES),
             health: HealthClient::new(channel),
             timeout,
+            limits: StreamLimits::default(),
         }
     }
 
@@ -149,11 +163,10 @@ impl RegistryClient {
             .await
             .map_err(status("ListPackages"))?
             .into_inner();
-        stream
+        bounded(stream, "ListPackages", self.limits)
             .map_ok(|p| p.name)
             .try_collect()
             .await
-            .map_err(status("ListPackages"))
     }
 
     /// One package with its channels and default channel.
@@ -211,7 +224,7 @@ impl RegistryClient {
             .clone()
             .get_channel_entries_that_replace(request)
             .await;
-        collect(response, "GetChannelEntriesThatReplace").await
+        collect(response, "GetChannelEntriesThatReplace", self.limits).await
     }
 
     /// The bundle of a package's channel that replaces or skips `csv_name`.
@@ -252,7 +265,7 @@ impl RegistryClient {
             .clone()
             .get_channel_entries_that_provide(request)
             .await;
-        collect(response, "GetChannelEntriesThatProvide").await
+        collect(response, "GetChannelEntriesThatProvide", self.limits).await
     }
 
     /// Channel entries of channel heads that provide `gvk`.
@@ -271,7 +284,7 @@ impl RegistryClient {
             .clone()
             .get_latest_channel_entries_that_provide(request)
             .await;
-        collect(response, "GetLatestChannelEntriesThatProvide").await
+        collect(response, "GetLatestChannelEntriesThatProvide", self.limits).await
     }
 
     /// The default-channel head that provides `gvk`, from the first package
@@ -308,7 +321,7 @@ impl RegistryClient {
             .await
             .map_err(status("ListBundles"))?
             .into_inner();
-        Ok(stream.map_err(status("ListBundles")))
+        Ok(bounded(stream, "ListBundles", self.limits))
     }
 
     /// Documents of a custom schema for a package (experimental upstream;
@@ -334,20 +347,79 @@ impl RegistryClient {
             .await
             .map_err(status(rpc))?
             .into_inner();
-        stream
+        bounded(stream, rpc, self.limits)
             .map_ok(crate::structs::from_struct)
             .try_collect()
             .await
-            .map_err(status(rpc))
     }
 }
 
-async fn collect<T>(
+async fn collect<T: prost::Message + Send + 'static>(
     response: Result<tonic::Response<tonic::Streaming<T>>, tonic::Status>,
     rpc: &'static str,
+    limits: StreamLimits,
 ) -> Result<Vec<T>, ClientError> {
     let stream = response.map_err(status(rpc))?.into_inner();
-    stream.try_collect().await.map_err(status(rpc))
+    bounded(stream, rpc, limits).try_collect().await
+}
+
+/// `stream` read within `limits`: past any of them it yields one
+/// [`ClientError::LimitExceeded`] naming the limit and ends, without reading
+/// further. The duration counts from here, and a server that sends nothing
+/// at all is cut off by it too.
+fn bounded<T: prost::Message + Send + 'static>(
+    stream: tonic::Streaming<T>,
+    rpc: &'static str,
+    limits: StreamLimits,
+) -> futures::stream::BoxStream<'static, Result<T, ClientError>> {
+    struct State<T> {
+        stream: tonic::Streaming<T>,
+        deadline: tokio::time::Instant,
+        messages: usize,
+        bytes: u64,
+        done: bool,
+    }
+    let exceeded =
+        move |limit: &'static str, value: String| ClientError::LimitExceeded { rpc, limit, value };
+    let state = State {
+        stream,
+        deadline: tokio::time::Instant::now() + limits.max_duration,
+        messages: 0,
+        bytes: 0,
+        done: false,
+    };
+    futures::stream::unfold(state, move |mut state| async move {
+        if state.done {
+            return None;
+        }
+        let next = tokio::time::timeout_at(state.deadline, state.stream.next()).await;
+        let item = match next {
+            Err(_) => Err(exceeded(
+                "max_duration",
+                format!("{:?}", limits.max_duration),
+            )),
+            Ok(None) => return None,
+            Ok(Some(Err(error))) => Err(status(rpc)(error)),
+            Ok(Some(Ok(message))) => {
+                state.messages += 1;
+                state.bytes += message.encoded_len() as u64;
+                if state.messages > limits.max_messages {
+                    Err(exceeded(
+                        "max_messages",
+                        format!("{} messages", limits.max_messages),
+                    ))
+                } else if state.bytes > limits.max_bytes {
+                    Err(exceeded("max_bytes", format!("{} bytes", limits.max_bytes)))
+                } else {
+                    Ok(message)
+                }
+            }
+        };
+        state.done = item.is_err();
+        Some((item, state))
+    })
+    // Boxed, so callers may poll it without pinning it themselves.
+    .boxed()
 }
 
 /// Collects a stream of results, for tests and tools.

@@ -172,6 +172,17 @@ pub enum ClientError {
         #[source]
         status: tonic::Status,
     },
+    /// A streaming answer went past one of the client's
+    /// [`crate::StreamLimits`]; nothing of it is used.
+    #[error("registry call {rpc} exceeded the limit {limit} ({value}); the answer was dropped")]
+    LimitExceeded {
+        /// The RPC name.
+        rpc: &'static str,
+        /// The limit's field name in [`crate::StreamLimits`].
+        limit: &'static str,
+        /// The limit's value, with its unit.
+        value: String,
+    },
 }
 
 impl ClientError {

@@ -58,8 +58,9 @@ pub use client::{ClientOptions, GvkQuery, RegistryClient, collect_stream};
 pub use error::{ClientError, IndexError, Problem, ReadError, ServeError};
 pub use index::{CatalogIndex, IndexOptions, IndexStats};
 pub use limits::{
-    DEFAULT_MAX_DOCUMENT_BYTES, IndexLimits, MAX_NAME_BYTES, MAX_REQUEST_MESSAGE_BYTES,
-    MAX_RESPONSE_MESSAGE_BYTES,
+    DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_STREAM_BYTES, DEFAULT_MAX_STREAM_DURATION,
+    DEFAULT_MAX_STREAM_MESSAGES, IndexLimits, MAX_NAME_BYTES, MAX_REQUEST_MESSAGE_BYTES,
+    MAX_RESPONSE_MESSAGE_BYTES, StreamLimits,
 };
 pub use server::{
     FILE_DESCRIPTOR_SET, HEADER_ACKNOWLEDGE_EXPERIMENTAL, RegistryServer, RunningServer,

@@ -61,3 +61,40 @@ impl Default for IndexLimits {
         }
     }
 }
+
+/// Default for [`StreamLimits::max_messages`]: far above the largest public
+/// catalogs (tens of thousands of bundle-channel entries).
+pub const DEFAULT_MAX_STREAM_MESSAGES: usize = 250_000;
+
+/// Default for [`StreamLimits::max_bytes`]: 256 MiB of encoded messages.
+pub const DEFAULT_MAX_STREAM_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Default for [`StreamLimits::max_duration`]: two minutes, against a few
+/// seconds for the largest real catalogs served locally.
+pub const DEFAULT_MAX_STREAM_DURATION: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How much the client reads from one streaming answer (`ListBundles`,
+/// `ListPackages`, the `GetChannelEntries...` calls). catalog-operator and
+/// packageserver are shared by every tenant and talk to any address a
+/// CatalogSource names, so a hostile server must not be able to make them
+/// read without end: a stream past any of these fails with
+/// [`crate::ClientError::LimitExceeded`], naming the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Messages in one answer.
+    pub max_messages: usize,
+    /// Encoded bytes of all messages of one answer together.
+    pub max_bytes: u64,
+    /// Time from the call to the end of its answer.
+    pub max_duration: std::time::Duration,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self {
+            max_messages: DEFAULT_MAX_STREAM_MESSAGES,
+            max_bytes: DEFAULT_MAX_STREAM_BYTES,
+            max_duration: DEFAULT_MAX_STREAM_DURATION,
+        }
+    }
+}

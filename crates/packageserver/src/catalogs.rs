@@ -306,6 +306,7 @@ async fn refresher(
     let options = ClientOptions {
         connect_timeout: CONNECT_TIMEOUT,
         request_timeout: REQUEST_TIMEOUT,
+        ..ClientOptions::default()
     };
     let mut retry = FIRST_RETRY_DELAY;
     loop {
@@ -531,6 +532,7 @@ mod tests {
         let options = ClientOptions {
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(2),
+            ..ClientOptions::default()
         };
         assert!(matches!(
             fetch(&target, options).await,

@@ -83,6 +83,7 @@ impl Connections {
                 let options = ClientOptions {
                     connect_timeout: timeout,
                     request_timeout: timeout,
+                    ..ClientOptions::default()
                 };
                 match RegistryClient::connect(&endpoint(address), options).await {
                     Ok(client) => client,

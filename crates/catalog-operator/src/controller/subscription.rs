@@ -78,6 +78,10 @@ fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     move |source| Error::Kube { action, source }
 }
 
+/// Reason of the Warning event on a CatalogSource whose content could not
+/// be read while resolving (it is then treated as unhealthy).
+pub const CATALOG_UNREADABLE: &str = "CatalogSourceUnreadable";
+
 /// How long to wait before resolving again after an error that may pass.
 pub const RESOLUTION_RETRY: Duration = Duration::from_secs(30);
 
@@ -357,6 +361,25 @@ async fn resolve_namespace(
                 Ok(snapshot) => snapshot,
                 Err(error) => {
                     tracing::warn!(catalog = format!("{ns}/{name}"), error = %error, "cannot read catalog");
+                    // Said on the catalog too, so `kubectl describe catsrc`
+                    // names the cause (a hostile server's answer past a
+                    // limit names that limit).
+                    let regarding = ObjectReference {
+                        api_version: Some("operators.coreos.com/v1alpha1".to_owned()),
+                        kind: Some("CatalogSource".to_owned()),
+                        namespace: Some(ns.clone()),
+                        name: Some(name.clone()),
+                        uid: catalog.metadata.uid.clone(),
+                        ..ObjectReference::default()
+                    };
+                    let note = format!("cannot read the catalog, treated as unhealthy: {error}");
+                    if let Err(error) = context
+                        .recorder
+                        .warning_note(&regarding, CATALOG_UNREADABLE, "Resolve", &note)
+                        .await
+                    {
+                        tracing::debug!(error = %error, "event not recorded");
+                    }
                     super::snapshots::Snapshots::unhealthy(&ns, &name, priority)
                 }
             },
