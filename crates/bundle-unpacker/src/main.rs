@@ -50,6 +50,17 @@ struct Cli {
     )]
     allowed_registries: Vec<String>,
 
+    /// Also apply the allowed-registries policy to the operator images a
+    /// bundle's CSV names (its Deployments' containers and
+    /// `relatedImages`): a bundle naming an image hosted elsewhere is
+    /// refused, with each such image named, and nothing of it is stored.
+    #[arg(
+        long = "check-operator-images",
+        env = "OLM_CHECK_OPERATOR_IMAGES",
+        default_value_t = false
+    )]
+    check_operator_images: bool,
+
     /// Comma-separated namespaces whose InstallPlans are served; empty
     /// means all.
     #[arg(
@@ -113,6 +124,7 @@ impl Cli {
                 .iter()
                 .map(|r| RegistryRule::new(r))
                 .collect(),
+            check_operator_images: self.check_operator_images,
             watch_grace: self.watch_grace,
             resync: self.resync,
             queue_consumer: self.queue_consumer.clone(),

@@ -107,6 +107,30 @@ struct Cli {
     )]
     insecure_registries: Vec<String>,
 
+    /// The allowed-registries policy for catalog images: registry hosts,
+    /// or `*.domain` wildcards, comma-separated. A CatalogSource whose
+    /// image is hosted elsewhere gets no registry pod and reason
+    /// `RegistryNotAllowed`. Empty allows every registry.
+    #[arg(
+        long = "allowed-registries",
+        env = "OLM_ALLOWED_REGISTRIES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    allowed_registries: Vec<String>,
+
+    /// Hosts (`host`, `host:port` or `*.domain`) a CatalogSource's
+    /// `spec.address` may name, comma-separated; any other address is
+    /// never dialled (reason `RegistryNotAllowed`). Empty allows every
+    /// address. Registry Services OLM creates itself are always allowed.
+    #[arg(
+        long = "allowed-catalog-addresses",
+        env = "OLM_ALLOWED_CATALOG_ADDRESSES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    allowed_catalog_addresses: Vec<String>,
+
     #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
@@ -162,6 +186,8 @@ async fn main() -> anyhow::Result<()> {
         },
         registry_timeout: cli.registry_timeout,
         insecure_registries: cli.insecure_registries,
+        allowed_registries: rules(&cli.allowed_registries),
+        allowed_catalog_addresses: rules(&cli.allowed_catalog_addresses),
         watched_namespaces: cli
             .watched_namespaces
             .into_iter()
@@ -242,4 +268,14 @@ mod tests {
         assert_eq!(defaults.interval, Duration::from_secs(900));
         assert_eq!(defaults.namespace, "olm");
     }
+}
+
+/// Policy rules from comma-separated flag values (blanks dropped).
+fn rules(values: &[String]) -> Vec<olm_oci::policy::RegistryRule> {
+    values
+        .iter()
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(olm_oci::policy::RegistryRule::new)
+        .collect()
 }

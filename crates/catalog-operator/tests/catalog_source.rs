@@ -585,3 +585,52 @@ fn images_are_pinned_to_the_polled_digest() {
         "my.catalog"
     );
 }
+
+#[test]
+fn the_allowed_registries_policy_covers_catalog_images_and_addresses() {
+    use olm_oci::policy::RegistryRule;
+    let registries = [RegistryRule::new("quay.io")];
+    let addresses = [RegistryRule::new("*.olm.svc")];
+    let refusal = |yaml: &str, images: &[RegistryRule], hosts: &[RegistryRule]| {
+        let c = catalog(yaml);
+        let serving = catalog_source::serving(&c).unwrap();
+        catalog_source::policy_refusal(&c, &serving, images, hosts)
+    };
+    // No policy: everything goes.
+    assert_eq!(refusal(IMAGE, &[], &[]), None);
+    assert_eq!(refusal(IMAGE, &registries, &addresses), None);
+    let staging = IMAGE.replace(
+        "quay.io/org/catalog:latest",
+        "staging.example/org/catalog:v2",
+    );
+    let refused = refusal(&staging, &registries, &[]).unwrap();
+    assert!(
+        refused.starts_with(
+            "catalog image staging.example/org/catalog:v2 is hosted on registry staging.example"
+        ),
+        "{refused}"
+    );
+    // An address outside the allowed hosts is never dialled, image or not.
+    let address = |a: &str| {
+        format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: c, namespace: olm}}\nspec: {{sourceType: grpc, address: \"{a}\"}}\n"
+        )
+    };
+    assert_eq!(
+        refusal(&address("cat.olm.svc:50051"), &registries, &addresses),
+        None
+    );
+    let refused = refusal(&address("169.254.169.254:80"), &registries, &addresses).unwrap();
+    assert!(refused.contains("169.254.169.254:80"), "{refused}");
+    assert_eq!(
+        refusal(&address("169.254.169.254:80"), &registries, &[]),
+        None,
+        "the address rule is optional"
+    );
+    let both = format!("{IMAGE}  address: kubernetes.default.svc:443\n");
+    assert!(
+        refusal(&both, &registries, &addresses)
+            .unwrap()
+            .contains("kubernetes.default.svc:443")
+    );
+}

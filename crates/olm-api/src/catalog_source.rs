@@ -264,6 +264,9 @@ open_string! {
         REGISTRY_SERVER_ERROR = "RegistryServerError",
         /// `spec.updateStrategy.registryPoll.interval` could not be parsed.
         INVALID_INTERVAL_ERROR = "InvalidIntervalError",
+        /// Ours: the catalog image or address is outside the allowed
+        /// registries or addresses; nothing is run or dialled.
+        REGISTRY_NOT_ALLOWED = "RegistryNotAllowed",
     }
 }
 

@@ -13,7 +13,8 @@
 //!   directory or memory (sizes, entries, ratio, traversal, links,
 //!   whiteouts, path prefixes);
 //! * [`build`]: a reproducible single-layer OCI image from local files;
-//! * [`image`]: pull whole images and push built ones.
+//! * [`image`]: pull whole images and push built ones;
+//! * [`policy`]: the allowed-registries policy.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), olm_oci::Error> {
@@ -41,6 +42,7 @@ mod error;
 pub mod image;
 pub mod layer;
 pub mod manifest;
+pub mod policy;
 pub mod reference;
 
 pub use auth::{Credentials, DockerConfig};

@@ -77,6 +77,8 @@ pub struct UnpackerConfig {
     pub insecure_registries: BTreeSet<String>,
     /// The allowed-registries policy; empty allows every registry.
     pub allowed_registries: Vec<RegistryRule>,
+    /// Whether the policy also covers the operator images a bundle names.
+    pub check_operator_images: bool,
     /// How long the watch leaves a need to the work queue.
     pub watch_grace: Duration,
     /// How often every InstallPlan is looked at again.
@@ -93,6 +95,7 @@ impl Default for UnpackerConfig {
             default_timeout: Some(DEFAULT_UNPACK_TIMEOUT),
             insecure_registries: BTreeSet::new(),
             allowed_registries: Vec::new(),
+            check_operator_images: false,
             watch_grace: DEFAULT_WATCH_GRACE,
             resync: DEFAULT_RESYNC,
             queue_consumer: DEFAULT_QUEUE_CONSUMER.to_owned(),

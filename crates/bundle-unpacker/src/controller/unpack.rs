@@ -383,6 +383,28 @@ impl Worker {
                     tokio::time::sleep(delay).await;
                     delay = delay.saturating_mul(2);
                 }
+                Ok((digest, content)) if self.config.check_operator_images => {
+                    // Only CSVs name operator images; the (often large)
+                    // CRDs are not parsed again.
+                    let csvs: Vec<serde_json::Value> = content
+                        .bundle
+                        .objects
+                        .iter()
+                        .filter(|o| o.contains("ClusterServiceVersion"))
+                        .filter_map(|o| serde_json::from_str(o).ok())
+                        .collect();
+                    return match registries::operator_image_refusal(
+                        &self.config.allowed_registries,
+                        &job.bundle_path,
+                        &csvs,
+                    ) {
+                        Some(message) => Err((
+                            Some(digest),
+                            Failure::new(failure::REGISTRY_NOT_ALLOWED, message),
+                        )),
+                        None => Ok((digest, content)),
+                    };
+                }
                 other => return other,
             }
         }

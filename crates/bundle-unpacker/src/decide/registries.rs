@@ -1,44 +1,63 @@
-//! The allowed-registries policy (beyond upstream): when set, a bundle whose
-//! image is hosted elsewhere is refused before any pull.
+//! The allowed-registries policy as bundle-unpacker applies it: to the
+//! bundle image before any pull, and (when asked) to the operator images the
+//! bundle's CSV names, before its content is stored. The rule type and the
+//! matcher live in [`olm_oci::policy`], shared with catalog-operator.
 
-/// One rule: a registry host (`quay.io`, `127.0.0.1:5000`) or a wildcard
-/// over its subdomains (`*.example.com`, which does not match
-/// `example.com` itself).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegistryRule(String);
-
-impl RegistryRule {
-    /// A rule from its text (case-insensitive).
-    pub fn new(text: &str) -> Self {
-        Self(text.trim().to_ascii_lowercase())
-    }
-
-    /// The rule's text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether `registry` (as named in an image reference) matches.
-    pub fn matches(&self, registry: &str) -> bool {
-        let registry = registry.to_ascii_lowercase();
-        match self.0.strip_prefix("*.") {
-            Some(suffix) => registry
-                .strip_suffix(suffix)
-                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-            None => registry == self.0,
-        }
-    }
-}
+pub use olm_oci::policy::RegistryRule;
+use serde_json::Value;
 
 /// Why a bundle image is refused: `None` when allowed (an empty policy
 /// allows everything).
 pub fn refusal(rules: &[RegistryRule], bundle_path: &str, registry: &str) -> Option<String> {
-    if rules.is_empty() || rules.iter().any(|r| r.matches(registry)) {
-        return None;
+    olm_oci::policy::refusal(rules, "bundle image", bundle_path, registry)
+}
+
+/// Every image the CSVs among `objects` would run or declare: the
+/// containers and init containers of their install strategy's Deployments,
+/// and `spec.relatedImages`. Sorted, without duplicates.
+pub fn operator_images(objects: &[Value]) -> Vec<String> {
+    let mut images = Vec::new();
+    for csv in objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterServiceVersion")
+    {
+        let deployments = csv["spec"]["install"]["spec"]["deployments"].as_array();
+        for deployment in deployments.into_iter().flatten() {
+            let pod = &deployment["spec"]["template"]["spec"];
+            for list in ["containers", "initContainers"] {
+                for container in pod[list].as_array().into_iter().flatten() {
+                    if let Some(image) = container["image"].as_str() {
+                        images.push(image.to_owned());
+                    }
+                }
+            }
+        }
+        for related in csv["spec"]["relatedImages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(image) = related["image"].as_str() {
+                images.push(image.to_owned());
+            }
+        }
     }
-    let listed: Vec<&str> = rules.iter().map(RegistryRule::as_str).collect();
-    Some(format!(
-        "bundle image {bundle_path} is hosted on registry {registry}, which the allowed-registries policy [{}] does not include",
-        listed.join(", ")
-    ))
+    images.retain(|i| !i.trim().is_empty());
+    images.sort();
+    images.dedup();
+    images
+}
+
+/// Why a bundle is refused for the operator images it names: `None` when
+/// every one is allowed. Names each refused image.
+pub fn operator_image_refusal(
+    rules: &[RegistryRule],
+    bundle_path: &str,
+    objects: &[Value],
+) -> Option<String> {
+    let refused: Vec<String> = operator_images(objects)
+        .iter()
+        .filter_map(|image| olm_oci::policy::image_refusal(rules, "operator image", image))
+        .collect();
+    (!refused.is_empty()).then(|| format!("bundle {bundle_path}: {}", refused.join("; ")))
 }

@@ -651,8 +651,12 @@ async fn a_forged_unpack_request_pulls_nothing() {
         .unwrap();
     forger.declare_streams().await.unwrap();
 
+    // Each request speaks of its own plan version, so that the stream's
+    // deduplication (by plan and image) keeps them all.
+    let asked = std::cell::Cell::new(0);
     let ask = |image: &str, catalog: &str, plan: &str| {
-        let mut request = request(ns.name(), image, "1");
+        asked.set(asked.get() + 1);
+        let mut request = request(ns.name(), image, &asked.get().to_string());
         if let Some(c) = request.catalog.as_mut() {
             c.name = catalog.to_owned();
         }

@@ -166,6 +166,18 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
             return Ok(Action::await_change());
         }
     };
+    if let Some(refused) = decide::policy_refusal(
+        catalog,
+        &serving,
+        &context.config.allowed_registries,
+        &context.config.allowed_catalog_addresses,
+    ) {
+        status.reason = Some(CatalogSourceReason::REGISTRY_NOT_ALLOWED);
+        status.message = Some(refused);
+        context.connections.forget(&namespace, &name);
+        write_status(&api, &name, &original, &status).await?;
+        return Ok(Action::await_change());
+    }
     status.reason = None;
     status.message = None;
 

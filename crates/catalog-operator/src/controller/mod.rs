@@ -131,6 +131,11 @@ pub struct ControllerConfig {
     /// Registries (`host[:port]`) reached over plain HTTP when polling
     /// catalog images.
     pub insecure_registries: Vec<String>,
+    /// The allowed-registries policy for catalog images; empty allows all.
+    pub allowed_registries: Vec<olm_oci::policy::RegistryRule>,
+    /// The hosts a CatalogSource's `spec.address` may name; empty allows
+    /// all.
+    pub allowed_catalog_addresses: Vec<olm_oci::policy::RegistryRule>,
 }
 
 impl ControllerConfig {
@@ -151,6 +156,8 @@ impl Default for ControllerConfig {
             watched_namespaces: Vec::new(),
             install_plan_retry_timeout: crate::decide::install_plan::DEFAULT_RETRY_TIMEOUT,
             insecure_registries: Vec::new(),
+            allowed_registries: Vec::new(),
+            allowed_catalog_addresses: Vec::new(),
         }
     }
 }

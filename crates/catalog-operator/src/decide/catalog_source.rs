@@ -100,6 +100,25 @@ pub fn serving(catalog: &CatalogSource) -> Result<Serving, SpecInvalid> {
     Err(SpecInvalid(format!("unknown sourcetype: {source_type}")))
 }
 
+/// Why the allowed-registries policy refuses a catalog: its image (when it
+/// is served from one) outside `image_rules`, or its `spec.address` (when
+/// set, image or not, since that is what is dialled) outside
+/// `address_rules`. `None` when allowed; empty rules allow everything.
+pub fn policy_refusal(
+    catalog: &CatalogSource,
+    serving: &Serving,
+    image_rules: &[olm_oci::policy::RegistryRule],
+    address_rules: &[olm_oci::policy::RegistryRule],
+) -> Option<String> {
+    if let Serving::Image { image } = serving
+        && let Some(refused) = olm_oci::policy::image_refusal(image_rules, "catalog image", image)
+    {
+        return Some(refused);
+    }
+    let address = catalog.spec.address.as_deref().filter(|a| !a.is_empty())?;
+    olm_oci::policy::address_refusal(address_rules, address)
+}
+
 /// The address OLM dials for a catalog: `spec.address` when set, otherwise
 /// the registry Service's `<name>.<namespace>.svc:<port>` from status.
 pub fn connection_address(catalog: &CatalogSource) -> Option<String> {
