@@ -37,8 +37,14 @@ pub const TLS_CERT_KEY: &str = "tls.crt";
 pub const TLS_KEY_KEY: &str = "tls.key";
 /// Secret key of the CA bundle.
 pub const CA_BUNDLE_KEY: &str = "ca.crt";
-/// Secret key of the signing CA's private key (as upstream).
-pub const CA_KEY_KEY: &str = "olmCAKey";
+/// Secret key of the signing CA's private key: the name olm-operator uses
+/// for the same thing in operators' certificate Secrets.
+pub const CA_SIGNING_KEY_KEY: &str = "olmCASigningKey";
+/// Secret key of the CA certificate (the bundle, newest first), with the
+/// meaning upstream and olm-operator give it. Earlier versions of this
+/// service stored the CA's *private key* under this name; such a Secret is
+/// read once ([`material_from_secret`]) and rewritten ([`needs_migration`]).
+pub const OLM_CA_KEY: &str = "olmCAKey";
 /// Annotation with the hex SHA-256 of the CA bundle (as upstream).
 pub const CA_HASH_ANNOTATION: &str = "olmcahash";
 
@@ -97,14 +103,31 @@ fn data_str(secret: &Secret, key: &str) -> Option<String> {
     String::from_utf8(bytes.0.clone()).ok()
 }
 
-/// Reads stored material from a Secret; `None` when a key is missing.
+/// Whether a PEM text holds a private key.
+fn is_private_key(pem: &str) -> bool {
+    pem.contains("PRIVATE KEY-----")
+}
+
+/// Reads stored material from a Secret; `None` when a key is missing. A
+/// Secret written before the CA key was renamed keeps the key under
+/// [`OLM_CA_KEY`]; it is taken from there.
 pub fn material_from_secret(secret: &Secret) -> Option<Material> {
+    let ca_key_pem = data_str(secret, CA_SIGNING_KEY_KEY)
+        .or_else(|| data_str(secret, OLM_CA_KEY).filter(|pem| is_private_key(pem)))?;
     Some(Material {
         ca_bundle_pem: data_str(secret, CA_BUNDLE_KEY)?,
-        ca_key_pem: data_str(secret, CA_KEY_KEY)?,
+        ca_key_pem,
         cert_pem: data_str(secret, TLS_CERT_KEY)?,
         key_pem: data_str(secret, TLS_KEY_KEY)?,
     })
+}
+
+/// Whether a Secret still has the old layout (a private key under
+/// [`OLM_CA_KEY`], or no [`CA_SIGNING_KEY_KEY`]) and must be rewritten even
+/// when its certificates need nothing.
+pub fn needs_migration(secret: &Secret) -> bool {
+    data_str(secret, CA_SIGNING_KEY_KEY).is_none()
+        || data_str(secret, OLM_CA_KEY).is_none_or(|pem| is_private_key(&pem))
 }
 
 /// The Secret that stores `material` (keeping what else `existing` holds).
@@ -123,7 +146,8 @@ pub fn secret_for(existing: Option<&Secret>, config: &CertConfig, material: &Mat
         (TLS_CERT_KEY, &material.cert_pem),
         (TLS_KEY_KEY, &material.key_pem),
         (CA_BUNDLE_KEY, &material.ca_bundle_pem),
-        (CA_KEY_KEY, &material.ca_key_pem),
+        (OLM_CA_KEY, &material.ca_bundle_pem),
+        (CA_SIGNING_KEY_KEY, &material.ca_key_pem),
     ] {
         data.insert(key.to_owned(), ByteString(value.as_bytes().to_vec()));
     }
@@ -239,7 +263,8 @@ impl CertController {
             &self.config.policy,
             &self.config.profile,
         )?;
-        if outcome.changed() {
+        let migrate = existing.as_ref().is_some_and(needs_migration);
+        if outcome.changed() || migrate {
             let secret = secret_for(existing.as_ref(), &self.config, &outcome.material);
             let written = match &existing {
                 Some(_) => {
@@ -251,6 +276,9 @@ impl CertController {
             };
             match written {
                 Ok(_) => {
+                    if migrate {
+                        tracing::info!(secret = %self.config.secret_name, "moved the CA private key out of olmCAKey");
+                    }
                     for step in &outcome.steps {
                         tracing::info!(step = ?step, secret = %self.config.secret_name, "certificate step");
                         self.metrics.rotated(action(step));
@@ -422,10 +450,42 @@ mod tests {
             secret.metadata.annotations.as_ref().unwrap()[CA_HASH_ANNOTATION],
             ca_hash(&material.ca_bundle_pem)
         );
-        assert_eq!(material_from_secret(&secret), Some(material));
+        assert_eq!(material_from_secret(&secret), Some(material.clone()));
+        assert!(!needs_migration(&secret));
+        // olmCAKey holds the CA certificate, as upstream; the private key
+        // is under its own name.
+        let data = secret.data.as_ref().unwrap();
+        assert_eq!(data[OLM_CA_KEY].0, material.ca_bundle_pem.as_bytes());
+        assert_eq!(data[CA_SIGNING_KEY_KEY].0, material.ca_key_pem.as_bytes());
         let mut partial = secret.clone();
-        partial.data.as_mut().unwrap().remove(CA_KEY_KEY);
+        partial.data.as_mut().unwrap().remove(CA_SIGNING_KEY_KEY);
         assert_eq!(material_from_secret(&partial), None);
+    }
+
+    #[test]
+    fn a_secret_with_the_ca_key_under_olm_ca_key_is_read_and_migrated() {
+        let material = olm_certs::bootstrap(
+            SystemTime::now(),
+            &RotationPolicy::default(),
+            &config().profile,
+        )
+        .unwrap();
+        // The layout earlier versions wrote.
+        let mut old = secret_for(None, &config(), &material);
+        let data = old.data.as_mut().unwrap();
+        data.remove(CA_SIGNING_KEY_KEY);
+        data.insert(
+            OLM_CA_KEY.to_owned(),
+            ByteString(material.ca_key_pem.as_bytes().to_vec()),
+        );
+        assert_eq!(material_from_secret(&old), Some(material.clone()));
+        assert!(needs_migration(&old));
+        let rewritten = secret_for(Some(&old), &config(), &material);
+        assert!(!needs_migration(&rewritten));
+        assert_eq!(
+            rewritten.data.as_ref().unwrap()[OLM_CA_KEY].0,
+            material.ca_bundle_pem.as_bytes()
+        );
     }
 
     #[test]

@@ -81,7 +81,7 @@ async fn lists_never_fail_across_ca_rotations_and_a_restart() {
                 .await
                 .unwrap()
                 .and_then(|s| s.data)
-                .and_then(|d| d.get("olmCAKey").map(|k| k.0.clone()))
+                .and_then(|d| d.get("olmCASigningKey").map(|k| k.0.clone()))
             {
                 ca_keys.insert(key);
             }
