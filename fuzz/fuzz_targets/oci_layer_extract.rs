@@ -1,8 +1,9 @@
 //! An arbitrary image layer (plain, or wrapped in gzip so the fuzzer reaches
 //! the tar reader through the decompressor too), extracted into memory and
 //! into a directory with bundle-unpacker's prefixes and small limits: it
-//! must be extracted or refused, never panic, and nothing may land outside
-//! the extraction root or outside `manifests/` and `metadata/`.
+//! must be extracted or refused, never panic, nothing may land outside the
+//! extraction root or outside `manifests/` and `metadata/`, and no link left
+//! in the root may lead outside it.
 #![no_main]
 
 use std::io::Write as _;
@@ -66,4 +67,25 @@ fuzz_target!(|input: (bool, Vec<u8>)| {
         })
         .unwrap_or_default();
     assert!(outside.is_empty(), "written outside the root: {outside:?}");
+    // And no link left in the root leads outside it, even through other
+    // links (a chain like `x/sub -> ..`, `x/l -> sub/../..`).
+    let Ok(real_root) = std::fs::canonicalize(&root) else { return };
+    let mut dirs = vec![real_root.clone()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.filter_map(Result::ok) {
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_symlink() {
+                if let Ok(resolved) = std::fs::canonicalize(entry.path()) {
+                    assert!(
+                        resolved.starts_with(&real_root),
+                        "link {:?} leads outside the root to {resolved:?}",
+                        entry.path()
+                    );
+                }
+            } else if kind.is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+    }
 });

@@ -33,8 +33,16 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_TOKEN_RESPONSE_BYTES: usize = 1024 * 1024;
 /// Longest config blob read.
 pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
-/// Longest error body quoted in an error.
-const MAX_ERROR_BODY_CHARS: usize = 512;
+/// Most bytes of a registry's error reply that are read; the rest is never
+/// read, so a registry streaming an endless error body costs this much
+/// memory and no more.
+pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+/// Longest registry error message quoted in an error (errors end up in
+/// Kubernetes status and events).
+pub const MAX_ERROR_MESSAGE_CHARS: usize = 512;
+/// Most redirects followed for one request. Registries redirect blob
+/// downloads once or twice (to a CDN or a blob store); more is a loop.
+pub const MAX_REDIRECTS: usize = 10;
 
 /// How to reach registries.
 #[derive(Debug, Clone)]
@@ -147,6 +155,19 @@ impl Client {
     pub fn new(options: ClientOptions) -> Result<Self, Error> {
         let http = reqwest::Client::builder()
             .user_agent(options.user_agent.clone())
+            .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                // `previous` holds every URL asked so far, so its length is
+                // the number of redirects including this one.
+                let hops = attempt.previous().len();
+                let check = match attempt.previous().last() {
+                    Some(from) => redirect_allowed(from, attempt.url(), hops),
+                    None => Ok(()),
+                };
+                match check {
+                    Ok(()) => attempt.follow(),
+                    Err(refused) => attempt.error(refused),
+                }
+            }))
             .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
             .timeout(options.request_timeout)
             .danger_accept_invalid_certs(options.skip_tls_verify)
@@ -639,7 +660,14 @@ impl Client {
         }
         let parsed: TokenResponse = serde_json::from_slice(&body).map_err(|e| Error::Protocol {
             url: realm.to_owned(),
-            message: format!("token response is not JSON: {e}"),
+            // Not `{e}`: serde quotes the strings it could not use, and
+            // the endpoint's text must not reach Kubernetes status.
+            message: format!(
+                "token response of {} bytes is not a JSON object with a token (line {}, column {})",
+                body.len(),
+                e.line(),
+                e.column()
+            ),
         })?;
         let token = parsed
             .token
@@ -715,6 +743,128 @@ async fn read_capped(response: Response, url: &str, max: u64) -> Result<Bytes, E
     Ok(Bytes::from(body))
 }
 
+/// Why a redirect was not followed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RedirectRefused {
+    /// From https to http: the rest of the exchange (and what it returns)
+    /// would travel in clear.
+    #[error("redirect from {from} to {to} downgrades https to http")]
+    Downgrade {
+        /// Where the redirect came from.
+        from: String,
+        /// Where it pointed.
+        to: String,
+    },
+    /// To a scheme that is neither https nor http.
+    #[error("redirect to {to} uses scheme {scheme:?}, not https or http")]
+    Scheme {
+        /// Where it pointed.
+        to: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// More redirects than [`MAX_REDIRECTS`].
+    #[error("more than the limit of {limit} redirects")]
+    TooMany {
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// Whether a redirect from `from` to `to`, the `hops`-th of its request
+/// (counting from 1), may be followed. Other hosts are allowed, since
+/// registries send blob downloads to CDNs and blob stores; reqwest drops
+/// the `Authorization` header when the host changes.
+pub fn redirect_allowed(
+    from: &reqwest::Url,
+    to: &reqwest::Url,
+    hops: usize,
+) -> Result<(), RedirectRefused> {
+    if hops > MAX_REDIRECTS {
+        return Err(RedirectRefused::TooMany {
+            limit: MAX_REDIRECTS,
+        });
+    }
+    match to.scheme() {
+        "https" => Ok(()),
+        "http" if from.scheme() == "https" => Err(RedirectRefused::Downgrade {
+            from: from.to_string(),
+            to: to.to_string(),
+        }),
+        "http" => Ok(()),
+        other => Err(RedirectRefused::Scheme {
+            to: to.to_string(),
+            scheme: other.to_owned(),
+        }),
+    }
+}
+
+/// Reads at most [`MAX_ERROR_BODY_BYTES`] of an error reply; says whether
+/// more was there. A body that fails half-way counts as what was read.
+async fn read_error_body(response: Response) -> (Vec<u8>, bool) {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        let room = MAX_ERROR_BODY_BYTES - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            // Dropping the stream here closes the connection instead of
+            // draining the rest.
+            return (body, true);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    (body, false)
+}
+
+/// What an error reply says, fit to be quoted in an error: the messages of
+/// an OCI distribution error body (`{"errors":[{"code","message"}]}`),
+/// cut to [`MAX_ERROR_MESSAGE_CHARS`] and without control characters;
+/// for anything else (HTML from a proxy, text, a cut body), only its size,
+/// because such text is not the registry's answer and must not reach
+/// Kubernetes status.
+fn describe_error_body(body: &[u8], truncated: bool) -> String {
+    #[derive(serde::Deserialize)]
+    struct ErrorBody {
+        errors: Vec<ErrorEntry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ErrorEntry {
+        #[serde(default)]
+        code: String,
+        #[serde(default)]
+        message: String,
+    }
+    if truncated {
+        return format!("reply of more than {MAX_ERROR_BODY_BYTES} bytes, not read further");
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return "empty reply".to_owned();
+    }
+    let parsed = match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(parsed) if !parsed.errors.is_empty() => parsed,
+        Ok(_) => return format!("JSON reply of {} bytes without an error list", body.len()),
+        Err(_) if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() => {
+            return format!("JSON reply of {} bytes without an error list", body.len());
+        }
+        Err(_) => return format!("non-JSON reply of {} bytes", body.len()),
+    };
+    let text = parsed
+        .errors
+        .iter()
+        .map(|e| match (e.code.is_empty(), e.message.is_empty()) {
+            (false, false) => format!("{}: {}", e.code, e.message),
+            (false, true) => e.code.clone(),
+            _ => e.message.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_ERROR_MESSAGE_CHARS)
+        .collect()
+}
+
 /// Turns a non-success status into an error naming the reference.
 async fn check_status(
     response: Response,
@@ -725,8 +875,8 @@ async fn check_status(
     if status.is_success() {
         return Ok(response);
     }
-    let body = response.text().await.unwrap_or_default();
-    let body: String = body.chars().take(MAX_ERROR_BODY_CHARS).collect();
+    let (body, truncated) = read_error_body(response).await;
+    let body = describe_error_body(&body, truncated);
     Err(match status {
         StatusCode::NOT_FOUND => Error::NotFound {
             reference: reference.to_string(),
@@ -764,6 +914,147 @@ mod tests {
             ),
             "https://cdn.example/up/1"
         );
+    }
+
+    #[test]
+    fn redirects_may_change_host_but_not_drop_tls() {
+        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        let downgrade = |from: &str, to: &str| {
+            Err(RedirectRefused::Downgrade {
+                from: from.to_owned(),
+                to: to.to_owned(),
+            })
+        };
+        let cases = [
+            (
+                "https to a CDN",
+                "https://quay.io/v2/a/blobs/x",
+                "https://cdn.quay.io/x",
+                1,
+                Ok(()),
+            ),
+            (
+                "https to https on the same host",
+                "https://quay.io/v2/a",
+                "https://quay.io/v2/b",
+                2,
+                Ok(()),
+            ),
+            (
+                "plain http test registry to another port",
+                "http://127.0.0.1:5000/v2/a",
+                "http://127.0.0.1:5001/b",
+                1,
+                Ok(()),
+            ),
+            (
+                "http upgraded to https",
+                "http://127.0.0.1:5000/v2/a",
+                "https://cdn.example/b",
+                1,
+                Ok(()),
+            ),
+            (
+                "https to http on another host",
+                "https://quay.io/v2/a",
+                "http://cdn.example/b",
+                1,
+                downgrade("https://quay.io/v2/a", "http://cdn.example/b"),
+            ),
+            (
+                "https to http on the same host",
+                "https://quay.io/v2/a",
+                "http://quay.io/v2/a",
+                1,
+                downgrade("https://quay.io/v2/a", "http://quay.io/v2/a"),
+            ),
+            (
+                "another scheme",
+                "https://quay.io/v2/a",
+                "file:///etc/passwd",
+                1,
+                Err(RedirectRefused::Scheme {
+                    to: "file:///etc/passwd".to_owned(),
+                    scheme: "file".to_owned(),
+                }),
+            ),
+            (
+                "the last redirect allowed",
+                "https://a.example/",
+                "https://b.example/",
+                MAX_REDIRECTS,
+                Ok(()),
+            ),
+            (
+                "one redirect too many",
+                "https://a.example/",
+                "https://b.example/",
+                MAX_REDIRECTS + 1,
+                Err(RedirectRefused::TooMany {
+                    limit: MAX_REDIRECTS,
+                }),
+            ),
+        ];
+        for (name, from, to, hops, want) in cases {
+            assert_eq!(redirect_allowed(&url(from), &url(to), hops), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn only_oci_error_messages_are_quoted() {
+        let long_message = "m".repeat(MAX_ERROR_MESSAGE_CHARS * 2);
+        let long_body = format!(r#"{{"errors":[{{"code":"DENIED","message":"{long_message}"}}]}}"#);
+        let cases: [(&str, &[u8], bool, String); 8] = [
+            (
+                "an OCI error body",
+                br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{}}]}"#,
+                false,
+                "MANIFEST_UNKNOWN: manifest unknown".to_owned(),
+            ),
+            (
+                "several errors, one without a message",
+                br#"{"errors":[{"code":"DENIED","message":"no"},{"code":"UNAUTHORIZED"}]}"#,
+                false,
+                "DENIED: no; UNAUTHORIZED".to_owned(),
+            ),
+            (
+                "control characters are blanked",
+                br#"{"errors":[{"code":"X","message":"a\nb\u001b[31m"}]}"#,
+                false,
+                "X: a b [31m".to_owned(),
+            ),
+            (
+                "a long message is cut",
+                long_body.as_bytes(),
+                false,
+                format!("DENIED: {long_message}")
+                    .chars()
+                    .take(MAX_ERROR_MESSAGE_CHARS)
+                    .collect(),
+            ),
+            (
+                "a proxy's HTML page",
+                b"<html><body>Welcome to <a href=\"http://evil\">nginx</a></body></html>",
+                false,
+                "non-JSON reply of 68 bytes".to_owned(),
+            ),
+            (
+                "JSON that is not an error list",
+                br#"{"message":"click http://evil.example"}"#,
+                false,
+                "JSON reply of 39 bytes without an error list".to_owned(),
+            ),
+            ("nothing", b"\n", false, "empty reply".to_owned()),
+            (
+                "a body cut at the read limit",
+                br#"{"errors":[{"code":"X","message":"#,
+                true,
+                format!("reply of more than {MAX_ERROR_BODY_BYTES} bytes, not read further"),
+            ),
+        ];
+        for (name, body, truncated, want) in cases {
+            assert_eq!(describe_error_body(body, truncated), want, "{name}");
+        }
     }
 
     #[test]

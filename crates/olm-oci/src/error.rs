@@ -27,7 +27,8 @@ pub enum Error {
     Unauthorized {
         /// The URL.
         url: String,
-        /// What the registry said.
+        /// What went wrong: statuses and the registry's error messages,
+        /// never other reply text.
         message: String,
     },
     /// Another unexpected status.
@@ -37,7 +38,9 @@ pub enum Error {
         url: String,
         /// The status code.
         status: u16,
-        /// The start of the body.
+        /// The registry's error messages when the reply is an OCI error
+        /// body, else only a note on the reply's size: other text (a
+        /// proxy's HTML page, say) is never quoted.
         body: String,
     },
     /// The registry broke the protocol.

@@ -3,9 +3,10 @@
 //!
 //! Every layer is untrusted: sizes, entry count and compression ratio are
 //! capped ([`ExtractLimits`]); paths with `..` or a leading `/` are refused;
-//! symbolic and hard links must stay inside the root; nothing is ever
-//! written through a symbolic link; only regular files, directories and
-//! links are created, with modes `0644`/`0755`. OCI whiteouts (`.wh.NAME`,
+//! symbolic and hard links must stay inside the root, also when followed
+//! through other links of the tree; nothing is ever written through a
+//! symbolic link; only regular files, directories and links are created,
+//! with modes `0644`/`0755`. OCI whiteouts (`.wh.NAME`,
 //! `.wh..wh..opq`) delete what earlier layers put there.
 
 use std::{
@@ -25,7 +26,10 @@ pub const DEFAULT_MAX_COMPRESSION_RATIO: u64 = 100;
 /// Uncompressed bytes allowed before the ratio is enforced, so that tiny,
 /// highly compressible layers are not refused.
 pub const RATIO_GRACE_BYTES: u64 = 1024 * 1024;
-/// Longest symlink chain followed when reading links in memory.
+/// Most symbolic links followed to resolve one link (itself included). A
+/// longer chain (or a loop) is refused rather than followed further,
+/// because a link that cannot be resolved to its end cannot be shown to
+/// stay inside the root.
 pub const MAX_SYMLINK_DEPTH: usize = 16;
 
 const WHITEOUT_PREFIX: &str = ".wh.";
@@ -117,6 +121,16 @@ pub enum ExtractError {
         /// The link target.
         target: String,
     },
+    /// A link that reaches a chain of more links than allowed, or a loop.
+    #[error(
+        "layer entry {path:?} is a symbolic link whose chain is longer than the limit of {limit} links"
+    )]
+    LinkChainTooLong {
+        /// The entry path.
+        path: String,
+        /// The limit ([`MAX_SYMLINK_DEPTH`]).
+        limit: usize,
+    },
     /// A hard link to something not extracted before.
     #[error("layer entry {path:?} is a hard link to {target:?}, which is not a file of the layer")]
     DanglingHardLink {
@@ -184,6 +198,11 @@ trait Sink {
     fn hardlink(&mut self, path: &str, target: &str) -> Result<(), ExtractError>;
     fn remove(&mut self, path: &str) -> Result<(), ExtractError>;
     fn clear_dir(&mut self, path: &str) -> Result<(), ExtractError>;
+    /// The target, as written, of the symbolic link at `path`, if `path`
+    /// is one.
+    fn link_target(&self, path: &str) -> Option<String>;
+    /// Every symbolic link of the tree, including those of earlier layers.
+    fn links(&self) -> Result<Vec<String>, ExtractError>;
 }
 
 /// An extraction of one or more layers, applied in order.
@@ -234,8 +253,15 @@ impl<'a> Extractor<'a> {
 
     fn apply(&mut self, layer: impl Read, sink: &mut dyn Sink) -> Result<(), ExtractError> {
         let slot = LimitSlot::default();
-        self.apply_layer(layer, sink, &slot)
-            .map_err(|error| classify(&slot, error))
+        let applied = self
+            .apply_layer(layer, sink, &slot)
+            .map_err(|error| classify(&slot, error));
+        // Links are checked again once the layer is applied, also when it
+        // failed half-way: a link can escape through a link written after
+        // it (`x/l -> sub/../..`, then `x/sub -> ..`), so no check made
+        // when a link is written is enough on its own.
+        let links = verify_links(sink);
+        applied.and(links)
     }
 
     fn apply_layer<'r>(
@@ -452,6 +478,103 @@ fn check_symlink(path: &str, dir: &str, target: &str) -> Result<(), ExtractError
     Ok(())
 }
 
+/// Why a link could not be resolved inside the root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unresolvable {
+    /// A `..` left the root, or a link on the way is absolute.
+    Escapes,
+    /// More than [`MAX_SYMLINK_DEPTH`] links on the way.
+    TooLong,
+}
+
+/// Where the symbolic link at `path` leads, as the components of a path
+/// relative to the root (none for the root itself), following every link
+/// met on the way as the kernel would: a `..` after a link climbs from
+/// where the link leads, not from where it sits. `lookup` gives the target
+/// of a link of the tree.
+///
+/// The components kept are never links themselves, so the result is the
+/// physical place; a component that does not exist is kept as a name
+/// (the kernel would fail there, so assuming a directory is the cautious
+/// choice).
+fn resolve_link(
+    path: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, Unresolvable> {
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let mut resolved: Vec<String> = dir
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .map(str::to_owned)
+        .collect();
+    // The walk starts as if it had just met `path` itself.
+    let mut pending = std::collections::VecDeque::from([name.to_owned()]);
+    let mut followed = 0usize;
+    while let Some(part) = pending.pop_front() {
+        match part.as_str() {
+            "" | "." => {}
+            ".." => {
+                if resolved.pop().is_none() {
+                    return Err(Unresolvable::Escapes);
+                }
+            }
+            _ => {
+                resolved.push(part);
+                let Some(target) = lookup(&resolved.join("/")) else {
+                    continue;
+                };
+                followed += 1;
+                if followed > MAX_SYMLINK_DEPTH {
+                    return Err(Unresolvable::TooLong);
+                }
+                if target.is_empty() || target.starts_with('/') || target.contains('\0') {
+                    return Err(Unresolvable::Escapes);
+                }
+                resolved.pop();
+                for part in target.split('/').rev() {
+                    pending.push_front(part.to_owned());
+                }
+            }
+        }
+    }
+    Ok(resolved)
+}
+
+/// Refuses the tree if any of its symbolic links, followed through the
+/// others, leads outside the root or through too long a chain. The
+/// offending links are removed first, so that a caller keeping the
+/// directory despite the error still cannot be led outside.
+fn verify_links(sink: &mut dyn Sink) -> Result<(), ExtractError> {
+    let mut refused: Vec<(String, ExtractError)> = Vec::new();
+    for path in sink.links()? {
+        let lookup = |p: &str| sink.link_target(p);
+        let error = match resolve_link(&path, &lookup) {
+            Ok(_) => continue,
+            Err(Unresolvable::Escapes) => ExtractError::LinkEscapes {
+                target: sink
+                    .link_target(&path)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(300)
+                    .collect(),
+                path: path.clone(),
+            },
+            Err(Unresolvable::TooLong) => ExtractError::LinkChainTooLong {
+                path: path.clone(),
+                limit: MAX_SYMLINK_DEPTH,
+            },
+        };
+        refused.push((path, error));
+    }
+    for (path, _) in &refused {
+        sink.remove(path)?;
+    }
+    match refused.into_iter().next() {
+        Some((_, error)) => Err(error),
+        None => Ok(()),
+    }
+}
+
 /// A limit hit deep inside a reader, reported beside the `io::Error` that
 /// the tar and decompression layers pass along.
 type LimitSlot = std::rc::Rc<std::cell::RefCell<Option<ExtractError>>>;
@@ -664,10 +787,47 @@ impl Sink for DirSink {
         }
         Ok(())
     }
+
+    fn link_target(&self, path: &str) -> Option<String> {
+        // `path` is made of components already known not to be links, so
+        // only its last component could be followed here, and
+        // `symlink_metadata` does not follow it.
+        let at = self.root.join(path);
+        let meta = std::fs::symlink_metadata(&at).ok()?;
+        if !meta.file_type().is_symlink() {
+            return None;
+        }
+        let target = std::fs::read_link(&at).ok()?;
+        Some(target.to_string_lossy().into_owned())
+    }
+
+    fn links(&self) -> Result<Vec<String>, ExtractError> {
+        // The whole tree, not only this layer's entries: links left by
+        // earlier layers (or earlier extractions into the same root) can be
+        // reached through the new ones.
+        let mut links = Vec::new();
+        let mut dirs = vec![String::new()];
+        while let Some(dir) = dirs.pop() {
+            for child in std::fs::read_dir(self.root.join(&dir))? {
+                let child = child?;
+                let name = child.file_name().to_string_lossy().into_owned();
+                let rel = join(&dir, &name);
+                let kind = child.file_type()?;
+                if kind.is_symlink() {
+                    links.push(rel);
+                } else if kind.is_dir() {
+                    dirs.push(rel);
+                }
+            }
+        }
+        links.sort();
+        Ok(links)
+    }
 }
 
 struct MemorySink<'t> {
     tree: &'t mut MemoryTree,
+    /// This layer's symbolic links, by path, to their targets as written.
     links: BTreeMap<String, String>,
 }
 
@@ -676,15 +836,14 @@ impl MemorySink<'_> {
     /// nothing (or to directories) are dropped.
     fn resolve_links(&mut self) {
         let links = std::mem::take(&mut self.links);
-        for (path, first) in &links {
-            let mut target = first.clone();
-            for _ in 0..MAX_SYMLINK_DEPTH {
-                match links.get(&target) {
-                    Some(next) => target = next.clone(),
-                    None => break,
-                }
-            }
-            if let Some(bytes) = self.tree.get(&target).cloned() {
+        let lookup = |p: &str| links.get(p).cloned();
+        for path in links.keys() {
+            // Links that cannot be resolved were refused by `verify_links`
+            // already; skipping them here is only a second guard.
+            let Ok(resolved) = resolve_link(path, &lookup) else {
+                continue;
+            };
+            if let Some(bytes) = self.tree.get(&resolved.join("/")).cloned() {
                 self.tree.insert(path.clone(), bytes);
             }
         }
@@ -713,19 +872,8 @@ impl Sink for MemorySink<'_> {
     }
 
     fn symlink(&mut self, path: &str, target: &str) -> Result<(), ExtractError> {
-        let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-        let mut stack: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
-        for part in target.split('/') {
-            match part {
-                "" | "." => {}
-                ".." => {
-                    stack.pop();
-                }
-                other => stack.push(other),
-            }
-        }
         self.tree.remove(path);
-        self.links.insert(path.to_owned(), stack.join("/"));
+        self.links.insert(path.to_owned(), target.to_owned());
         Ok(())
     }
 
@@ -738,6 +886,7 @@ impl Sink for MemorySink<'_> {
                     path: path.to_owned(),
                     target: target.to_owned(),
                 })?;
+        self.links.remove(path);
         self.tree.insert(path.to_owned(), bytes);
         Ok(())
     }
@@ -755,6 +904,14 @@ impl Sink for MemorySink<'_> {
             self.remove_under(path);
         }
         Ok(())
+    }
+
+    fn link_target(&self, path: &str) -> Option<String> {
+        self.links.get(path).cloned()
+    }
+
+    fn links(&self) -> Result<Vec<String>, ExtractError> {
+        Ok(self.links.keys().cloned().collect())
     }
 }
 
@@ -976,6 +1133,205 @@ mod tests {
             std::fs::read(dir.path().join("manifests/hard.yaml")).unwrap(),
             b"real"
         );
+    }
+
+    /// Both sinks, for tests that hold for either.
+    fn extract_both(layers: &[Vec<u8>]) -> (Result<MemoryTree, ExtractError>, ExtractInDir) {
+        let memory = memory(layers, &ExtractOptions::default());
+        let parent = tempfile::tempdir().unwrap();
+        let root = parent.path().join("root");
+        let result = extract_layers_to_dir(
+            layers.iter().map(|l| l.as_slice()),
+            &root,
+            &ExtractOptions::default(),
+        );
+        (
+            memory,
+            ExtractInDir {
+                _parent: parent,
+                root,
+                result,
+            },
+        )
+    }
+
+    struct ExtractInDir {
+        _parent: tempfile::TempDir,
+        root: PathBuf,
+        result: Result<ExtractStats, ExtractError>,
+    }
+
+    #[test]
+    fn chained_links_cannot_escape_the_root() {
+        // Each link alone stays inside the root when read lexically; followed
+        // through the others, the last one leaves it.
+        // In memory, a layer's links become copies of their files once the
+        // layer is applied, so a later layer cannot chain through them: the
+        // cross-layer case yields no link there rather than an error.
+        let cases: &[(&str, Vec<Vec<u8>>, &str)] = &[
+            (
+                "a link through an earlier link to ..",
+                vec![tar_of(&[
+                    E::Dir("x/"),
+                    E::Symlink("x/sub", ".."),
+                    E::Symlink("x/l", "sub/../.."),
+                ])],
+                "x/l",
+            ),
+            (
+                "the link it goes through comes later",
+                vec![tar_of(&[
+                    E::Symlink("x/l", "sub/../.."),
+                    E::Symlink("x/sub", ".."),
+                ])],
+                "x/l",
+            ),
+            (
+                "the link it goes through comes in a later layer",
+                vec![
+                    tar_of(&[E::Symlink("x/l", "sub/../..")]),
+                    tar_of(&[E::Symlink("x/sub", "..")]),
+                ],
+                "x/l",
+            ),
+            (
+                "the same link twice on the way",
+                vec![tar_of(&[
+                    E::Dir("x/"),
+                    E::Symlink("x/up", ".."),
+                    E::Symlink("x/l", "up/x/up/.."),
+                ])],
+                "x/l",
+            ),
+        ];
+        for (name, layers, escaping) in cases {
+            let (in_memory, in_dir) = extract_both(layers);
+            match in_memory {
+                Err(ExtractError::LinkEscapes { .. }) => {}
+                Ok(tree) if layers.len() > 1 => assert!(!tree.contains_key(*escaping), "{name}"),
+                other => panic!("{name}: {other:?}"),
+            }
+            assert!(
+                matches!(&in_dir.result, Err(ExtractError::LinkEscapes { path, .. }) if path == escaping),
+                "{name}: {:?}",
+                in_dir.result
+            );
+            // The escaping link is not left behind for a careless caller.
+            assert!(
+                std::fs::symlink_metadata(in_dir.root.join(escaping)).is_err(),
+                "{name}: {escaping} is still there"
+            );
+        }
+    }
+
+    #[test]
+    fn link_chains_longer_than_the_limit_are_refused() {
+        let chain = |links: usize| {
+            let names: Vec<String> = (0..=links).map(|i| format!("l{i}")).collect();
+            let mut entries = vec![E::File("l0", b"end")];
+            // l1 -> l0 (the file), l2 -> l1, ...: resolving the last link
+            // follows `links` links, itself included.
+            for pair in names.windows(2) {
+                entries.push(E::Symlink(&pair[1], &pair[0]));
+            }
+            let layer = tar_of(&entries);
+            (
+                memory(std::slice::from_ref(&layer), &ExtractOptions::default()),
+                {
+                    let dir = tempfile::tempdir().unwrap();
+                    let result = extract_layers_to_dir(
+                        [layer.as_slice()],
+                        dir.path(),
+                        &ExtractOptions::default(),
+                    );
+                    result.map(|_| ())
+                },
+            )
+        };
+        let (in_memory, in_dir) = chain(MAX_SYMLINK_DEPTH);
+        assert_eq!(in_memory.unwrap()[&format!("l{MAX_SYMLINK_DEPTH}")], b"end");
+        in_dir.unwrap();
+        let (in_memory, in_dir) = chain(MAX_SYMLINK_DEPTH + 1);
+        for result in [in_memory.map(|_| ()), in_dir] {
+            assert!(
+                matches!(
+                    result,
+                    Err(ExtractError::LinkChainTooLong {
+                        limit: MAX_SYMLINK_DEPTH,
+                        ..
+                    })
+                ),
+                "{result:?}"
+            );
+        }
+        // A loop never ends: refused the same way.
+        let (in_memory, in_dir) =
+            extract_both(&[tar_of(&[E::Symlink("a", "b"), E::Symlink("b", "a")])]);
+        assert!(matches!(
+            in_memory,
+            Err(ExtractError::LinkChainTooLong { .. })
+        ));
+        assert!(matches!(
+            in_dir.result,
+            Err(ExtractError::LinkChainTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn chained_links_inside_the_root_are_kept() {
+        let layer = tar_of(&[
+            E::File("real/f.yaml", b"real"),
+            E::Symlink("d", "real"),
+            E::Symlink("x/l", "../d/f.yaml"),
+            E::Symlink("x/y/up", ".."),
+            E::Symlink("x/y/m", "up/../d/./f.yaml"),
+        ]);
+        let (in_memory, in_dir) = extract_both(&[layer]);
+        let tree = in_memory.unwrap();
+        assert_eq!(tree["x/l"], b"real");
+        assert_eq!(tree["x/y/m"], b"real");
+        in_dir.result.unwrap();
+        assert_eq!(std::fs::read(in_dir.root.join("x/l")).unwrap(), b"real");
+        assert_eq!(std::fs::read(in_dir.root.join("x/y/m")).unwrap(), b"real");
+    }
+
+    #[test]
+    fn links_resolve_like_the_kernel_would() {
+        let tree: BTreeMap<String, String> = [
+            ("x/sub", ".."),
+            ("x/up", ".."),
+            ("d", "real"),
+            ("abs", "/etc"),
+            ("loop", "loop"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let cases: &[(&str, &str, Result<&str, Unresolvable>)] = &[
+            ("plain sibling", "real.yaml", Ok("m/real.yaml")),
+            ("up and down", "../d/f", Ok("real/f")),
+            ("through a link to the root", "../x/sub/d", Ok("real")),
+            (
+                "lexically inside, really outside",
+                "../x/sub/../..",
+                Err(Unresolvable::Escapes),
+            ),
+            ("straight out", "../..", Err(Unresolvable::Escapes)),
+            (
+                "through an absolute link",
+                "../abs/passwd",
+                Err(Unresolvable::Escapes),
+            ),
+            ("through a loop", "../loop/x", Err(Unresolvable::TooLong)),
+            ("to the root itself", "..", Ok("")),
+        ];
+        for (name, target, want) in cases {
+            let mut links = tree.clone();
+            links.insert("m/l".to_owned(), (*target).to_owned());
+            let lookup = |p: &str| links.get(p).cloned();
+            let got = resolve_link("m/l", &lookup).map(|parts| parts.join("/"));
+            assert_eq!(got, want.map(str::to_owned), "{name}");
+        }
     }
 
     #[test]

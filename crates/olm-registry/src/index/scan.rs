@@ -221,11 +221,18 @@ pub(crate) fn list_files(root: &Path, limits: &IndexLimits) -> Result<Vec<Source
             path: root.to_owned(),
         });
     }
+    // Symbolic links are checked against the root's real place, so that a
+    // root reached through a link itself still works.
+    let real_root = std::fs::canonicalize(root).map_err(|source| IndexError::Read {
+        path: root.to_owned(),
+        source,
+    })?;
     let mut files = Vec::new();
     let mut total: u64 = 0;
     let mut ignores: Vec<IgnoreRules> = Vec::new();
     walk_dir(
         root,
+        &real_root,
         Path::new(""),
         limits,
         &mut ignores,
@@ -236,8 +243,37 @@ pub(crate) fn list_files(root: &Path, limits: &IndexLimits) -> Result<Vec<Source
     Ok(files)
 }
 
+/// Refuses a symbolic link of the catalog whose target, fully resolved, is
+/// not under the catalog root: `opm serve` serves what it reads, so a link
+/// to `/etc/passwd` or `../../secret` in a catalog image would publish that
+/// file. The error names the link, where it leads and the rule.
+fn check_link_inside(real_root: &Path, link: &Path) -> Result<(), IndexError> {
+    let resolved = std::fs::canonicalize(link).map_err(|source| IndexError::Read {
+        path: link.to_owned(),
+        source,
+    })?;
+    if resolved.starts_with(real_root) {
+        return Ok(());
+    }
+    Err(IndexError::Read {
+        path: link.to_owned(),
+        source: io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "symbolic link leads to {}, outside the catalog root {}; \
+                 catalog files must resolve inside the served directory",
+                resolved.display(),
+                real_root.display()
+            ),
+        ),
+    })
+}
+
+/// Walks `rel_dir` of the catalog at `root`, whose real place (every
+/// symbolic link resolved) is `real_root`.
 fn walk_dir(
     root: &Path,
+    real_root: &Path,
     rel_dir: &Path,
     limits: &IndexLimits,
     ignores: &mut Vec<IgnoreRules>,
@@ -255,7 +291,14 @@ fn walk_dir(
         names.push((entry.file_name(), entry.file_type().map_err(read_err)?));
     }
     names.sort_by(|a, b| a.0.cmp(&b.0));
-    let pushed = match std::fs::read_to_string(dir.join(INDEX_IGNORE_FILE)) {
+    let ignore_file = dir.join(INDEX_IGNORE_FILE);
+    if names
+        .iter()
+        .any(|(name, kind)| name == INDEX_IGNORE_FILE && kind.is_symlink())
+    {
+        check_link_inside(real_root, &ignore_file)?;
+    }
+    let pushed = match std::fs::read_to_string(&ignore_file) {
         Ok(text) => {
             ignores.push(IgnoreRules::parse(rel_dir, &text));
             true
@@ -281,9 +324,14 @@ fn walk_dir(
             continue;
         }
         if is_dir {
-            walk_dir(root, &rel, limits, ignores, files, total)?;
+            walk_dir(root, real_root, &rel, limits, ignores, files, total)?;
         } else if is_file {
             let path = root.join(&rel);
+            // A real file under a real directory is inside the root by
+            // construction; only a link can lead elsewhere.
+            if file_type.is_symlink() {
+                check_link_inside(real_root, &path)?;
+            }
             let meta = std::fs::metadata(&path).map_err(|source| IndexError::Read {
                 path: path.clone(),
                 source,

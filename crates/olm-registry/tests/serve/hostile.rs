@@ -245,6 +245,79 @@ fn a_path_that_is_not_a_directory_is_refused() {
     assert!(matches!(err, IndexError::Read { .. }), "{err}");
 }
 
+#[cfg(unix)]
+#[test]
+fn symbolic_links_leading_outside_the_catalog_are_refused() {
+    use std::os::unix::fs::symlink;
+
+    // The served root is `parent/catalog`; `parent/secret.json` is a valid
+    // catalog file outside it, so a scan that followed the link would
+    // serve it without complaint.
+    let cases: &[(&str, &str, &str)] = &[
+        ("an absolute link", "evil/catalog.json", "/etc/passwd"),
+        (
+            "a relative link climbing out",
+            "evil/catalog.json",
+            "../../secret.json",
+        ),
+        (
+            "a link to a link outside",
+            "evil/catalog.json",
+            "../hop.json",
+        ),
+        (
+            "an ignore file outside",
+            "evil/.indexignore",
+            "../../secret.json",
+        ),
+    ];
+    for (name, link, target) in cases {
+        let parent = tempfile::tempdir().unwrap();
+        std::fs::write(parent.path().join("secret.json"), valid_package("secret")).unwrap();
+        let root = parent.path().join("catalog");
+        std::fs::create_dir_all(root.join("evil")).unwrap();
+        std::fs::write(root.join("app.json"), valid_package("app")).unwrap();
+        symlink("../secret.json", root.join("hop.json")).unwrap();
+        std::fs::write(root.join(".indexignore"), "hop.json\n").unwrap();
+        symlink(target, root.join(link)).unwrap();
+
+        let err = build(&root)
+            .err()
+            .unwrap_or_else(|| panic!("{name}: indexed"));
+        let text = err.to_string();
+        assert!(
+            matches!(&err, IndexError::Read { path, .. } if path.ends_with(link)),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains("outside the catalog root")
+                && text.contains("must resolve inside the served directory"),
+            "{name}: {text}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn symbolic_links_inside_the_catalog_are_followed() {
+    // A link to a file the scan itself skips (ignored), so the package is
+    // read once, through the link.
+    let dir = catalog(&[
+        ("store/app.json", &valid_package("app")),
+        (".indexignore", "store/\n"),
+    ]);
+    std::fs::create_dir_all(dir.path().join("app")).unwrap();
+    std::os::unix::fs::symlink("../store/app.json", dir.path().join("app/catalog.json")).unwrap();
+    // A root reached through a link of its own still works.
+    let outer = tempfile::tempdir().unwrap();
+    let linked_root = outer.path().join("configs");
+    std::os::unix::fs::symlink(dir.path(), &linked_root).unwrap();
+    for root in [dir.path(), linked_root.as_path()] {
+        let index = build(root).unwrap();
+        assert_eq!(index.package_names().collect::<Vec<_>>(), ["app"]);
+    }
+}
+
 #[tokio::test]
 async fn bad_requests_get_invalid_argument_and_unknown_names_not_found() {
     let dir = catalog(&[("app/catalog.json", &valid_package("app"))]);
