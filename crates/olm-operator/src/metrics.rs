@@ -4,7 +4,7 @@
 //! controller under the `olm_operator_` prefix.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex, PoisonError},
 };
 
@@ -35,6 +35,9 @@ struct AbnormalLabels {
     reason: String,
 }
 
+/// CSVs remembered as already counted in `csv_upgrade_count`.
+pub const MAX_REMEMBERED_UPGRADES: usize = 10_000;
+
 /// Every metric olm-operator exports.
 #[derive(Clone, Debug)]
 pub struct OperatorMetrics {
@@ -42,6 +45,10 @@ pub struct OperatorMetrics {
     csv_succeeded: Family<CsvLabels, Gauge>,
     csv_abnormal: Family<AbnormalLabels, Gauge>,
     csv_upgrade_count: Counter,
+    /// The CSVs (by uid) already counted in `csv_upgrade_count`: a reconcile
+    /// working from a cache that has not yet seen its own Replacing status
+    /// decides the move again, and must not count it twice.
+    upgraded: Arc<Mutex<HashSet<String>>>,
     /// The `csv_abnormal` series last set per CSV, so that a change of phase
     /// or reason deletes the old series as upstream does.
     abnormal_series: Arc<Mutex<HashMap<(String, String), AbnormalLabels>>>,
@@ -95,6 +102,7 @@ impl OperatorMetrics {
             csv_succeeded: Family::default(),
             csv_abnormal: Family::default(),
             csv_upgrade_count: Counter::default(),
+            upgraded: Arc::default(),
             abnormal_series: Arc::default(),
             csv_reconciles: reconciles.controller("clusterserviceversion"),
             operator_group_reconciles: reconciles.controller("operatorgroup"),
@@ -154,9 +162,17 @@ impl OperatorMetrics {
         ApiWriteCounter(self.api_writes.clone())
     }
 
-    /// Counts one upgrade (a CSV moving to Replacing).
-    pub(crate) fn count_upgrade(&self) {
-        self.csv_upgrade_count.inc();
+    /// Counts one upgrade (a CSV moving to Replacing), once per CSV (`uid`).
+    pub(crate) fn count_upgrade(&self, uid: &str) {
+        let mut upgraded = self.upgraded.lock().unwrap_or_else(PoisonError::into_inner);
+        // Replaced CSVs are deleted soon after; the set only needs to
+        // outlive the cache lag, so it is simply emptied when it grows large.
+        if upgraded.len() >= MAX_REMEMBERED_UPGRADES {
+            upgraded.clear();
+        }
+        if upgraded.insert(uid.to_owned()) {
+            self.csv_upgrade_count.inc();
+        }
     }
 
     /// Records the phase of `csv` as `status` says: `csv_succeeded` 1 or 0,
@@ -228,5 +244,22 @@ impl OperatorMetrics {
         if let Some(previous) = series.remove(&(namespace, name)) {
             self.csv_abnormal.remove(&previous);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upgrade_decided_twice_is_counted_once() {
+        let mut registry = MetricsRegistry::default();
+        let metrics = OperatorMetrics::register(&mut registry);
+        metrics.count_upgrade("uid-widget-v1");
+        // The cache had not yet seen the Replacing status: decided again.
+        metrics.count_upgrade("uid-widget-v1");
+        assert_eq!(metrics.csv_upgrade_count.get(), 1);
+        metrics.count_upgrade("uid-widget-v2");
+        assert_eq!(metrics.csv_upgrade_count.get(), 2);
     }
 }

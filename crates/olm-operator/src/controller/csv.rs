@@ -537,7 +537,9 @@ async fn act(
                     });
                 }
             }
-            CsvAction::CountUpgrade => context.metrics.count_upgrade(),
+            CsvAction::CountUpgrade => context
+                .metrics
+                .count_upgrade(csv.metadata.uid.as_deref().unwrap_or(&name)),
             CsvAction::EnsureProvidedApiClusterRoles => {
                 ensure_provided_api_cluster_roles(context, csv).await?;
             }

@@ -48,8 +48,9 @@ use crate::{
         certs::{
             CertOutlook, KUBE_SYSTEM, ServingCertInjection, ServingTarget, auth_delegator_binding,
             auth_delegator_binding_name, auth_reader_binding, auth_reader_binding_name,
-            cert_outlook, has_serving_resources, injections_from_secrets, material_from_secret,
-            secret_for, secret_reader_binding, secret_reader_role, service_for, serving_targets,
+            ca_key_secret_for, cert_outlook, has_serving_resources, injections_from_secrets,
+            material_from_secrets, secret_for, secret_reader_binding, secret_reader_role,
+            service_for, serving_targets,
         },
         csv_phase::{ApiServiceResources, ApiServicesCheck, IssuedCertificates, WebhooksCheck},
         deployment::owner_labels,
@@ -119,8 +120,10 @@ async fn target_secrets(
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace_of(csv));
     let mut found = BTreeMap::new();
     for target in targets {
-        if let Some(secret) = get_opt(&secrets, "Secret", &target.secret).await? {
-            found.insert(target.secret.clone(), secret);
+        for name in [target.secret.clone(), target.ca_key_secret()] {
+            if let Some(secret) = get_opt(&secrets, "Secret", &name).await? {
+                found.insert(name, secret);
+            }
         }
     }
     Ok(found)
@@ -601,10 +604,11 @@ where
         .map_err(runtime(what))
 }
 
-/// Reads the target's Secret, lets olm-certs decide from the certificates
-/// in it, and writes the Secret back when they changed (guarded by its
-/// resourceVersion). Returns the material, whether it changed, and when it
-/// next needs a step.
+/// Reads the target's Secrets, lets olm-certs decide from the certificates
+/// in them, and writes them back when they changed (each guarded by its
+/// resourceVersion): the CA key Secret first, so that a serving certificate
+/// is never stored under a CA whose key was lost. Returns the material,
+/// whether it changed, and when it next needs a step.
 async fn ensure_certificates(
     client: &Client,
     csv: &ClusterServiceVersion,
@@ -615,47 +619,77 @@ async fn ensure_certificates(
     let namespace = namespace_of(csv);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let existing = get_opt(&secrets, "Secret", &target.secret).await?;
-    let stored = existing.as_ref().and_then(material_from_secret);
+    let existing_ca_key = get_opt(&secrets, "Secret", &target.ca_key_secret()).await?;
+    let stored = existing
+        .as_ref()
+        .and_then(|s| material_from_secrets(s, existing_ca_key.as_ref()));
     let outcome = olm_certs::reconcile(stored.as_ref(), now, policy, &target.profile(&namespace))
         .map_err(|source| Error::Certificates {
         deployment: target.deployment.clone(),
         source,
     })?;
-    let mut desired = secret_for(csv, target, &outcome.material);
-    let rewrite = existing.as_ref().is_some_and(|s| {
-        s.data != desired.data
-            || s.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(labels::CA_HASH))
-                != desired
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(labels::CA_HASH))
-            || !crate::decide::deployment::has_owner_labels(s.metadata.labels.as_ref(), csv)
-    });
-    match &existing {
-        None => {
-            secrets
-                .create(&PostParams::default(), &desired)
-                .await
-                .map_err(kube_error("create", "Secret", target.secret.clone()))?;
-        }
-        Some(current) if rewrite => {
-            desired.metadata.resource_version = current.metadata.resource_version.clone();
-            secrets
-                .replace(&target.secret, &PostParams::default(), &desired)
-                .await
-                .map_err(kube_error("replace", "Secret", target.secret.clone()))?;
-        }
-        Some(_) => {}
-    }
+    write_secret(
+        &secrets,
+        csv,
+        existing_ca_key.as_ref(),
+        ca_key_secret_for(csv, target, &outcome.material),
+    )
+    .await?;
+    write_secret(
+        &secrets,
+        csv,
+        existing.as_ref(),
+        secret_for(csv, target, &outcome.material),
+    )
+    .await?;
     for step in &outcome.steps {
         tracing::info!(secret = target.secret, ?step, "serving certificate step");
     }
     let changed = outcome.changed();
     Ok((outcome.material, changed, outcome.next))
+}
+
+/// Creates `desired`, or replaces `existing` with it when its data, CA-hash
+/// annotation or owner labels differ (a serving Secret that still holds the
+/// CA key differs, and so loses it).
+async fn write_secret(
+    secrets: &Api<Secret>,
+    csv: &ClusterServiceVersion,
+    existing: Option<&Secret>,
+    mut desired: Secret,
+) -> Result<(), Error> {
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    let ca_hash = |s: &Secret| {
+        s.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::CA_HASH))
+            .cloned()
+    };
+    match existing {
+        None => {
+            secrets
+                .create(&PostParams::default(), &desired)
+                .await
+                .map_err(kube_error("create", "Secret", name))?;
+        }
+        Some(current)
+            if current.data != desired.data
+                || ca_hash(current) != ca_hash(&desired)
+                || !crate::decide::deployment::has_owner_labels(
+                    current.metadata.labels.as_ref(),
+                    csv,
+                ) =>
+        {
+            desired.metadata.resource_version = current.metadata.resource_version.clone();
+            secrets
+                .replace(&name, &PostParams::default(), &desired)
+                .await
+                .map_err(kube_error("replace", "Secret", name))?;
+        }
+        Some(_) => {}
+    }
+    Ok(())
 }
 
 async fn install_api_service(

@@ -14,12 +14,15 @@
 //!
 //! Deliberate differences from upstream, each documented where it is built:
 //!
-//! - The Secret also stores the CA's private key (`olmCASigningKey`), so the
-//!   serving certificate is renewed under the same CA and a new CA is
-//!   published next to the old one before anything it signed is served
-//!   (upstream makes a new CA and certificate at once, every time).
-//!   `olmCAKey` keeps upstream's meaning: the CA *certificate* PEM (here the
-//!   bundle, newest first).
+//! - OLM keeps the CA's private key (`olmCASigningKey`), so the serving
+//!   certificate is renewed under the same CA and a new CA is published next
+//!   to the old one before anything it signed is served (upstream makes a
+//!   new CA and certificate at once, every time). The key is in a Secret of
+//!   its own, `<service>-ca-key`, that no Role lets the operator read:
+//!   with it, an operator could mint certificates the API server trusts for
+//!   its service. `olmCAKey` keeps upstream's meaning: the CA *certificate*
+//!   PEM (here the bundle, newest first). Secrets written before the key
+//!   moved are read once and rewritten without it.
 //! - The Service name replaces dots in the Deployment name with dashes for
 //!   APIServices as well (upstream does it only for webhooks, so its
 //!   APIService Service for a dotted Deployment name cannot be created).
@@ -52,8 +55,11 @@ pub const TLS_KEY_KEY: &str = "tls.key";
 /// Secret key of the CA certificate PEM (upstream's name, which despite it
 /// holds the certificate; here the CA bundle, newest first).
 pub const OLM_CA_KEY: &str = "olmCAKey";
-/// Secret key of the signing CA's private key (ours; upstream keeps none).
+/// Secret key of the signing CA's private key (ours; upstream keeps none),
+/// in the CA key Secret ([`ServingTarget::ca_key_secret`]).
 pub const CA_SIGNING_KEY_KEY: &str = "olmCASigningKey";
+/// Type of the CA key Secret.
+pub const SECRET_TYPE_OPAQUE: &str = "Opaque";
 /// The Secret type.
 pub const SECRET_TYPE_TLS: &str = "kubernetes.io/tls";
 /// Port of the Service when the description names none (upstream's default).
@@ -131,6 +137,11 @@ impl ServingTarget {
     /// The certificate profile olm-certs issues with.
     pub fn profile(&self, namespace: &str) -> olm_certs::Profile {
         olm_certs::Profile::for_service(&self.service, namespace)
+    }
+
+    /// The Secret holding the CA's private key, which only OLM reads.
+    pub fn ca_key_secret(&self) -> String {
+        format!("{}-ca-key", self.service)
     }
 }
 
@@ -217,15 +228,20 @@ fn data_text(secret: &Secret, key: &str) -> Option<String> {
     String::from_utf8(bytes.0.clone()).ok()
 }
 
-/// The certificates stored in a Secret; `None` when a key is missing or not
-/// text (a Secret written by upstream OLM lacks the CA key, so its
-/// certificates are replaced once).
-pub fn material_from_secret(secret: &Secret) -> Option<Material> {
+/// The certificates stored for a target: the serving Secret and the CA key
+/// Secret; `None` when something is missing or not text (a Secret written
+/// by upstream OLM has no CA key, so its certificates are replaced once).
+/// A serving Secret written before the CA key moved still holds it, and it
+/// is taken from there.
+pub fn material_from_secrets(serving: &Secret, ca_key: Option<&Secret>) -> Option<Material> {
+    let ca_key_pem = ca_key
+        .and_then(|s| data_text(s, CA_SIGNING_KEY_KEY))
+        .or_else(|| data_text(serving, CA_SIGNING_KEY_KEY))?;
     Some(Material {
-        ca_bundle_pem: data_text(secret, OLM_CA_KEY)?,
-        ca_key_pem: data_text(secret, CA_SIGNING_KEY_KEY)?,
-        cert_pem: data_text(secret, TLS_CERT_KEY)?,
-        key_pem: data_text(secret, TLS_KEY_KEY)?,
+        ca_bundle_pem: data_text(serving, OLM_CA_KEY)?,
+        ca_key_pem,
+        cert_pem: data_text(serving, TLS_CERT_KEY)?,
+        key_pem: data_text(serving, TLS_KEY_KEY)?,
     })
 }
 
@@ -233,12 +249,13 @@ pub fn material_from_secret(secret: &Secret) -> Option<Material> {
 /// certificates alone.
 pub fn rotation_decision(
     stored: Option<&Secret>,
+    ca_key: Option<&Secret>,
     target: &ServingTarget,
     namespace: &str,
     now: SystemTime,
     policy: &RotationPolicy,
 ) -> Decision {
-    let material = stored.and_then(material_from_secret);
+    let material = stored.and_then(|s| material_from_secrets(s, ca_key));
     let observed = Material::observe_stored(material.as_ref(), &target.hosts(namespace));
     olm_certs::decide(&observed, now, policy)
 }
@@ -271,7 +288,15 @@ pub fn cert_outlook(
 ) -> CertOutlook {
     let mut outlook = CertOutlook::default();
     for target in targets {
-        match rotation_decision(secrets.get(&target.secret), target, namespace, now, policy) {
+        let decision = rotation_decision(
+            secrets.get(&target.secret),
+            secrets.get(&target.ca_key_secret()),
+            target,
+            namespace,
+            now,
+            policy,
+        );
+        match decision {
             Decision::Keep { next } => {
                 outlook.next = Some(outlook.next.map_or(next, |n| n.min(next)));
             }
@@ -313,7 +338,31 @@ pub fn service_for(csv: &ClusterServiceVersion, target: &ServingTarget) -> Servi
     }
 }
 
-/// The Secret storing `material` for a target, annotated with the CA hash.
+/// The Secret storing `material`'s CA private key for a target: read by
+/// OLM alone (no Role grants it to the operator).
+pub fn ca_key_secret_for(
+    csv: &ClusterServiceVersion,
+    target: &ServingTarget,
+    material: &Material,
+) -> Secret {
+    Secret {
+        metadata: owned_meta(
+            csv,
+            &target.ca_key_secret(),
+            csv.metadata.namespace.as_deref(),
+        ),
+        type_: Some(SECRET_TYPE_OPAQUE.to_owned()),
+        data: Some(BTreeMap::from([(
+            CA_SIGNING_KEY_KEY.to_owned(),
+            ByteString(material.ca_key_pem.as_bytes().to_vec()),
+        )])),
+        ..Secret::default()
+    }
+}
+
+/// The Secret the operator mounts for a target: its serving certificate and
+/// key and the CA bundle (never the CA's private key), annotated with the
+/// CA hash.
 pub fn secret_for(
     csv: &ClusterServiceVersion,
     target: &ServingTarget,
@@ -328,7 +377,6 @@ pub fn secret_for(
         (TLS_CERT_KEY, &material.cert_pem),
         (TLS_KEY_KEY, &material.key_pem),
         (OLM_CA_KEY, &material.ca_bundle_pem),
-        (CA_SIGNING_KEY_KEY, &material.ca_key_pem),
     ]
     .into_iter()
     .map(|(key, value)| (key.to_owned(), ByteString(value.as_bytes().to_vec())))

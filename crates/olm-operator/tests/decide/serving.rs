@@ -31,10 +31,10 @@ use olm_operator::decide::{
         backend_disrupted, desired_api_service, is_adoptable,
     },
     certs::{
-        ServingCertInjection, auth_delegator_binding, auth_reader_binding, cert_outlook,
-        hosts_for_service, inject_serving_cert, injections_from_secrets, material_from_secret,
-        rotation_decision, secret_for, secret_name, secret_reader_binding, secret_reader_role,
-        service_for, service_name, serving_targets,
+        ServingCertInjection, auth_delegator_binding, auth_reader_binding, ca_key_secret_for,
+        cert_outlook, hosts_for_service, inject_serving_cert, injections_from_secrets,
+        material_from_secrets, rotation_decision, secret_for, secret_name, secret_reader_binding,
+        secret_reader_role, service_for, service_name, serving_targets,
     },
     csv_phase::{ApiServiceResources, ApiServicesCheck, WebhooksCheck},
     deployment::{DeploymentOverrides, build_deployment},
@@ -111,10 +111,18 @@ fn serving_widget() -> ClusterServiceVersion {
     csv
 }
 
+/// The target's certificates as one Secret: the layout written before the
+/// CA key moved to a Secret of its own, which is still read (and what the
+/// rotation tables below start from).
 fn stored(material: &olm_certs::Material) -> Secret {
     let csv = serving_widget();
     let target = serving_targets(&csv).remove(0);
-    secret_for(&csv, &target, material)
+    let mut secret = secret_for(&csv, &target, material);
+    secret.data.as_mut().expect("data").insert(
+        "olmCASigningKey".to_owned(),
+        ByteString(material.ca_key_pem.as_bytes().to_vec()),
+    );
+    secret
 }
 
 fn issue(service: &str, seconds: u64) -> olm_certs::Material {
@@ -247,7 +255,8 @@ fn rotation_is_decided_from_the_stored_certificates_only() {
         ("ca expired", Some(&fresh), 401, "bootstrap-ca"),
     ];
     for (name, secret, now, want) in table {
-        let got = match rotation_decision(secret, &target, GADGET_SYSTEM, at(now), &policy()) {
+        let got = match rotation_decision(secret, None, &target, GADGET_SYSTEM, at(now), &policy())
+        {
             Decision::Keep { .. } => "keep",
             Decision::Bootstrap(BootstrapReason::Missing) => "bootstrap-missing",
             Decision::Bootstrap(BootstrapReason::Invalid(_)) => "bootstrap-invalid",
@@ -314,18 +323,21 @@ fn a_succeeded_csv_with_a_due_certificate_needs_rotation_whatever_its_status_say
 #[test]
 fn the_secret_stores_upstream_keys_and_round_trips() {
     let material = issue("widget-controller-service", 0);
-    let secret = stored(&material);
+    let csv = serving_widget();
+    let target = serving_targets(&csv).remove(0);
+    let secret = secret_for(&csv, &target, &material);
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
-    let keys: BTreeSet<&str> = secret
-        .data
-        .as_ref()
-        .expect("data")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys = |s: &Secret| -> BTreeSet<String> {
+        s.data.as_ref().expect("data").keys().cloned().collect()
+    };
+    // The operator mounts (and may read) this one: no CA private key in it.
     assert_eq!(
-        keys,
-        BTreeSet::from(["olmCAKey", "olmCASigningKey", "tls.crt", "tls.key"])
+        keys(&secret),
+        BTreeSet::from([
+            "olmCAKey".to_owned(),
+            "tls.crt".to_owned(),
+            "tls.key".to_owned()
+        ])
     );
     assert_eq!(
         secret.metadata.annotations.as_ref().expect("annotations")["olmcahash"],
@@ -334,7 +346,51 @@ fn the_secret_stores_upstream_keys_and_round_trips() {
     let labels = secret.metadata.labels.as_ref().expect("labels");
     assert_eq!(labels["olm.managed"], "true");
     assert_eq!(labels["olm.owner"], "widget-operator.v1.2.0");
-    assert_eq!(material_from_secret(&secret), Some(material));
+    // The CA key is in a Secret of its own, owned the same way.
+    let ca_key = ca_key_secret_for(&csv, &target, &material);
+    assert_eq!(
+        ca_key.metadata.name.as_deref(),
+        Some("widget-controller-service-ca-key")
+    );
+    assert_eq!(
+        keys(&ca_key),
+        BTreeSet::from(["olmCASigningKey".to_owned()])
+    );
+    assert_eq!(
+        ca_key.metadata.labels.as_ref().expect("labels")["olm.owner"],
+        "widget-operator.v1.2.0"
+    );
+    assert_eq!(
+        material_from_secrets(&secret, Some(&ca_key)),
+        Some(material.clone())
+    );
+    assert_eq!(
+        material_from_secrets(&secret, None),
+        None,
+        "no CA key, no material"
+    );
+    // The layout before the key moved is still read; the separate Secret wins.
+    let legacy = stored(&material);
+    assert_eq!(material_from_secrets(&legacy, None), Some(material.clone()));
+    let other = issue("widget-controller-service", 0);
+    let newer = ca_key_secret_for(&csv, &target, &other);
+    assert_eq!(
+        material_from_secrets(&legacy, Some(&newer)).map(|m| m.ca_key_pem),
+        Some(other.ca_key_pem)
+    );
+}
+
+#[test]
+fn no_role_lets_the_operator_read_its_ca_key() {
+    let csv = serving_widget();
+    for target in serving_targets(&csv) {
+        let role = secret_reader_role(&csv, &target);
+        for rule in role.rules.iter().flatten() {
+            let names = rule.resource_names.clone().unwrap_or_default();
+            assert!(!names.is_empty(), "a rule over every Secret: {rule:?}");
+            assert!(!names.contains(&target.ca_key_secret()), "{rule:?}");
+        }
+    }
 }
 
 fn strategy_spec() -> DeploymentSpec {
@@ -1441,7 +1497,14 @@ fn hostile_secrets_are_replaced_never_trusted() {
         ),
     ];
     for (name, secret) in table {
-        let decision = rotation_decision(Some(&secret), &target, GADGET_SYSTEM, at(1), &policy());
+        let decision = rotation_decision(
+            Some(&secret),
+            None,
+            &target,
+            GADGET_SYSTEM,
+            at(1),
+            &policy(),
+        );
         assert!(
             matches!(
                 decision,
