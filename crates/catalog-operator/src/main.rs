@@ -160,12 +160,8 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_from(kube_config.clone()).context("building the kube client")?;
     let readiness = Readiness::default();
     let shutdown = on_signal()?;
-    let admin = AdminServer::bind(
-        cli.admin.bind_address,
-        Arc::new(registry),
-        readiness.clone(),
-    )
-    .await?;
+    let admin =
+        AdminServer::from_args(&cli.admin, &client, Arc::new(registry), readiness.clone()).await?;
     let bus = Bus::connect(&cli.bus, SERVICE_NAME).await?;
 
     let mut tasks = TaskSet::new(shutdown.clone());

@@ -139,12 +139,8 @@ async fn main() -> anyhow::Result<()> {
     };
     let readiness = Readiness::default();
     let shutdown = on_signal()?;
-    let admin = AdminServer::bind(
-        cli.admin.bind_address,
-        Arc::new(registry),
-        readiness.clone(),
-    )
-    .await?;
+    let admin =
+        AdminServer::from_args(&cli.admin, &client, Arc::new(registry), readiness.clone()).await?;
 
     let mut tasks = TaskSet::new(shutdown.clone());
     tasks.spawn("admin-server", admin.serve(shutdown.clone()));

@@ -179,10 +179,27 @@ pub struct TelemetryArgs {
     pub service_name: Option<String>,
 }
 
-/// The plain-HTTP admin server for probes and metrics scraping.
+/// How the secured `/metrics` listener checks its callers.
+#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MetricsAuth {
+    /// Every request needs `Authorization: Bearer <token>`; the token is
+    /// checked with a TokenReview and its user authorized for `get` on the
+    /// non-resource URL `/metrics` with a SubjectAccessReview, as
+    /// kube-rbac-proxy does.
+    #[default]
+    Kubernetes,
+    /// Anyone who can reach the port may read the metrics (TLS only), for
+    /// local development.
+    None,
+}
+
+/// The admin server: plain HTTP for kubelet probes (and, unless a secured
+/// metrics address is given, for metrics scraping), plus an opt-in HTTPS
+/// listener for `/metrics` alone.
 #[derive(Args, Clone, Debug, PartialEq, Eq)]
 pub struct AdminServerArgs {
-    /// Address serving `/metrics`, `/healthz` and `/readyz`.
+    /// Address serving `/healthz` and `/readyz` over plain HTTP, and
+    /// `/metrics` too unless `--metrics-bind-address` is given.
     #[arg(
         long = "admin-bind-address",
         env = "OLM_ADMIN_BIND_ADDRESS",
@@ -190,12 +207,58 @@ pub struct AdminServerArgs {
         value_name = "ADDR"
     )]
     pub bind_address: SocketAddr,
+
+    /// Serve `/metrics` over HTTPS on this address (for example
+    /// `0.0.0.0:8443`), checked as `--metrics-auth` says, and no longer on the
+    /// plain admin address.
+    #[arg(
+        long = "metrics-bind-address",
+        env = "OLM_METRICS_BIND_ADDRESS",
+        value_name = "ADDR"
+    )]
+    pub metrics_bind_address: Option<SocketAddr>,
+
+    /// PEM certificate chain of the secured metrics listener; a self-signed
+    /// certificate is made in memory at start when neither this nor the key
+    /// is given. Read once at start.
+    #[arg(
+        long = "metrics-tls-cert-file",
+        env = "OLM_METRICS_TLS_CERT_FILE",
+        value_name = "PATH",
+        requires = "metrics_tls_key_file",
+        requires = "metrics_bind_address"
+    )]
+    pub metrics_tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of `--metrics-tls-cert-file`.
+    #[arg(
+        long = "metrics-tls-key-file",
+        env = "OLM_METRICS_TLS_KEY_FILE",
+        value_name = "PATH",
+        requires = "metrics_tls_cert_file"
+    )]
+    pub metrics_tls_key_file: Option<PathBuf>,
+
+    /// Who may read the secured `/metrics`: `kubernetes` (a bearer token
+    /// allowed `get` on `/metrics` by RBAC) or `none`. Only used with
+    /// `--metrics-bind-address`.
+    #[arg(
+        long = "metrics-auth",
+        env = "OLM_METRICS_AUTH",
+        value_enum,
+        default_value_t = MetricsAuth::Kubernetes
+    )]
+    pub metrics_auth: MetricsAuth,
 }
 
 impl Default for AdminServerArgs {
     fn default() -> Self {
         Self {
             bind_address: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            metrics_bind_address: None,
+            metrics_tls_cert_file: None,
+            metrics_tls_key_file: None,
+            metrics_auth: MetricsAuth::default(),
         }
     }
 }
@@ -435,6 +498,14 @@ mod tests {
             "sample-service",
             "--admin-bind-address",
             "127.0.0.1:18080",
+            "--metrics-bind-address",
+            "127.0.0.1:18443",
+            "--metrics-tls-cert-file",
+            "/tmp/sample-metrics.crt",
+            "--metrics-tls-key-file",
+            "/tmp/sample-metrics.key",
+            "--metrics-auth",
+            "none",
             "--leader-elect",
             "--leader-elect-resource-name",
             "sample-lease",
@@ -460,6 +531,62 @@ mod tests {
         assert_eq!(cli.leader_election.lease_duration, Duration::from_secs(30));
         assert_eq!(cli.leader_election.retry_period, Duration::from_millis(500));
         assert_eq!(cli.admin.bind_address.port(), 18080);
+        assert_eq!(
+            cli.admin.metrics_bind_address.map(|address| address.port()),
+            Some(18443)
+        );
+        assert_eq!(
+            cli.admin.metrics_tls_key_file.as_deref(),
+            Some(std::path::Path::new("/tmp/sample-metrics.key"))
+        );
+        assert_eq!(cli.admin.metrics_auth, MetricsAuth::None);
+    }
+
+    #[test]
+    fn secured_metrics_default_to_kubernetes_auth_and_a_generated_certificate() {
+        let cli = SampleCli::try_parse_from([
+            "sample-operator",
+            "--metrics-bind-address",
+            "127.0.0.1:18443",
+        ])
+        .expect("flags parse");
+        assert_eq!(cli.admin.metrics_auth, MetricsAuth::Kubernetes);
+        assert_eq!(cli.admin.metrics_tls_cert_file, None);
+        assert_eq!(cli.admin.metrics_tls_key_file, None);
+    }
+
+    #[test]
+    fn metrics_certificate_flags_come_together_with_an_address() {
+        for args in [
+            &[
+                "--metrics-bind-address",
+                "127.0.0.1:18443",
+                "--metrics-tls-cert-file",
+                "/tmp/c",
+            ][..],
+            &[
+                "--metrics-bind-address",
+                "127.0.0.1:18443",
+                "--metrics-tls-key-file",
+                "/tmp/k",
+            ],
+            &[
+                "--metrics-tls-cert-file",
+                "/tmp/c",
+                "--metrics-tls-key-file",
+                "/tmp/k",
+            ],
+        ] {
+            let error = SampleCli::try_parse_from(
+                std::iter::once("sample-operator").chain(args.iter().copied()),
+            )
+            .expect_err("incomplete");
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{args:?}: {error}"
+            );
+        }
     }
 
     #[test]

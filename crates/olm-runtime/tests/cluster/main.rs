@@ -6,6 +6,7 @@ mod apply;
 mod config;
 mod events;
 mod leader_election;
+mod secure_metrics;
 
 use std::{future::Future, time::Duration};
 
