@@ -5,6 +5,7 @@
 //! xtask is a tool, not part of the product: services never depend on it.
 
 mod envtest;
+mod image;
 
 use std::{
     path::{Path, PathBuf},
@@ -30,6 +31,9 @@ enum Task {
     Codegen,
     /// Install the pinned control-plane binaries (kube-apiserver, etcd, kwok, NATS, registry) into the cache.
     Envtest(envtest::EnvtestArgs),
+    /// Build one OCI image per service and one for opm, without a container
+    /// engine, into an OCI layout and/or a registry.
+    Image(image::ImageArgs),
     /// Start a development control plane with OLM's CRDs applied, and keep it running until Ctrl-C.
     Dev {
         /// Where the control plane keeps its state and kubeconfig.
@@ -71,6 +75,7 @@ fn main() -> Result<()> {
         Task::Crds => crds(),
         Task::Codegen => codegen(),
         Task::Envtest(args) => envtest::install(&args),
+        Task::Image(args) => image::build(&args),
         Task::Dev { dir } => dev(dir),
         Task::Run { service, args } => run(&service, &args),
         Task::Bench {

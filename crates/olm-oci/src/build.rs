@@ -56,6 +56,7 @@ pub struct ImageBuilder {
     files: BTreeMap<String, (Vec<u8>, bool)>,
     labels: BTreeMap<String, String>,
     platform: Option<Platform>,
+    run: RunConfig,
 }
 
 /// A built image: its blobs and manifest, ready to push.
@@ -71,6 +72,57 @@ pub struct BuiltImage {
     pub manifest_digest: Digest,
     /// The manifest, parsed.
     pub parsed: ImageManifest,
+}
+
+/// Annotation naming an image in an OCI layout's `index.json`.
+pub const REF_NAME_ANNOTATION: &str = "org.opencontainers.image.ref.name";
+
+impl BuiltImage {
+    /// Writes the image into the OCI image layout at `dir` (created when
+    /// missing), named `ref_name` in its `index.json`; an image already
+    /// there under that name is replaced, other images are kept. The layout
+    /// is what `skopeo`, `crane` and `ctr images import` read.
+    pub fn write_oci_layout(&self, dir: &Path, ref_name: &str) -> Result<(), BuildError> {
+        let blobs = dir.join("blobs").join("sha256");
+        std::fs::create_dir_all(&blobs).map_err(|e| io(&blobs, e))?;
+        for (digest, bytes) in [
+            (&self.parsed.config.digest, &self.config),
+            (&self.parsed.layers[0].digest, &self.layer),
+            (&self.manifest_digest, &self.manifest),
+        ] {
+            let path = blobs.join(digest.hex());
+            std::fs::write(&path, bytes).map_err(|e| io(&path, e))?;
+        }
+        let layout = dir.join("oci-layout");
+        std::fs::write(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
+            .map_err(|e| io(&layout, e))?;
+        let index_path = dir.join("index.json");
+        let mut manifests: Vec<serde_json::Value> = std::fs::read(&index_path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .and_then(|index| index["manifests"].as_array().cloned())
+            .unwrap_or_default();
+        manifests.retain(|m| m["annotations"][REF_NAME_ANNOTATION] != ref_name);
+        manifests.push(serde_json::json!({
+            "mediaType": OCI_MANIFEST,
+            "digest": self.manifest_digest.to_string(),
+            "size": self.manifest.len(),
+            "annotations": { REF_NAME_ANNOTATION: ref_name },
+        }));
+        manifests.sort_by(|a, b| {
+            a["annotations"][REF_NAME_ANNOTATION]
+                .as_str()
+                .cmp(&b["annotations"][REF_NAME_ANNOTATION].as_str())
+        });
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": manifests,
+        });
+        let text = serde_json::to_vec_pretty(&index).unwrap_or_default();
+        std::fs::write(&index_path, text).map_err(|e| io(&index_path, e))?;
+        Ok(())
+    }
 }
 
 impl ImageBuilder {
@@ -89,6 +141,53 @@ impl ImageBuilder {
     pub fn labels(mut self, labels: impl IntoIterator<Item = (String, String)>) -> Self {
         self.labels.extend(labels);
         self
+    }
+
+    /// Sets the command the container runs.
+    pub fn entrypoint(mut self, command: &[&str]) -> Self {
+        self.run.entrypoint = Some(command.iter().map(|s| (*s).to_owned()).collect());
+        self
+    }
+
+    /// Sets the default arguments to the entrypoint.
+    pub fn cmd(mut self, args: &[&str]) -> Self {
+        self.run.cmd = Some(args.iter().map(|s| (*s).to_owned()).collect());
+        self
+    }
+
+    /// Sets the user the process runs as (`uid:gid`).
+    pub fn user(mut self, user: &str) -> Self {
+        self.run.user = Some(user.to_owned());
+        self
+    }
+
+    /// Adds an environment variable.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.run
+            .env
+            .get_or_insert_with(Vec::new)
+            .push(format!("{key}={value}"));
+        self
+    }
+
+    /// Sets the working directory.
+    pub fn working_dir(mut self, dir: &str) -> Self {
+        self.run.working_dir = Some(dir.to_owned());
+        self
+    }
+
+    /// Adds one executable file (mode `0755`) at `destination`.
+    pub fn add_executable(
+        mut self,
+        destination: &str,
+        content: Vec<u8>,
+    ) -> Result<Self, BuildError> {
+        let destination = clean_destination(destination)?;
+        if self.files.len() >= MAX_BUILD_FILES {
+            return Err(BuildError::TooManyFiles);
+        }
+        self.files.insert(destination, (content, true));
+        Ok(self)
     }
 
     /// Sets the platform written in the config.
@@ -182,6 +281,7 @@ impl ImageBuilder {
             os: platform.os,
             config: RunConfig {
                 labels: Some(self.labels),
+                ..self.run
             },
             rootfs: RootFs {
                 type_: "layers".into(),

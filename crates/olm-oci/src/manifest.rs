@@ -234,6 +234,29 @@ pub struct ImageConfig {
 /// The run configuration of an image config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunConfig {
+    /// The user the process runs as (`uid[:gid]` or a name).
+    #[serde(rename = "User", default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Environment variables, `KEY=value`.
+    #[serde(rename = "Env", default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<String>>,
+    /// The command the container runs.
+    #[serde(
+        rename = "Entrypoint",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub entrypoint: Option<Vec<String>>,
+    /// Default arguments to the entrypoint.
+    #[serde(rename = "Cmd", default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<Vec<String>>,
+    /// The working directory.
+    #[serde(
+        rename = "WorkingDir",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub working_dir: Option<String>,
     /// Image labels.
     #[serde(rename = "Labels", default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
