@@ -137,6 +137,9 @@ pub struct BundleSpec {
     pub required_crds: Vec<(String, String, String)>,
     /// Rules of the CSV's `clusterPermissions` (none when empty).
     pub cluster_rules: Vec<Value>,
+    /// Further objects in `manifests/` (RBAC, ConfigMaps, ...), as
+    /// `(file name, object)`.
+    pub extra_manifests: Vec<(String, Value)>,
 }
 
 impl BundleSpec {
@@ -157,6 +160,7 @@ impl BundleSpec {
             dependencies: Vec::new(),
             required_crds: Vec::new(),
             cluster_rules: Vec::new(),
+            extra_manifests: Vec::new(),
         }
     }
 
@@ -200,6 +204,13 @@ impl BundleSpec {
     #[must_use]
     pub fn cluster_permission(mut self, rule: Value) -> Self {
         self.cluster_rules.push(rule);
+        self
+    }
+
+    /// Adds an object to the bundle's `manifests/`.
+    #[must_use]
+    pub fn manifest(mut self, file: &str, object: Value) -> Self {
+        self.extra_manifests.push((file.to_owned(), object));
         self
     }
 
@@ -335,6 +346,9 @@ impl BundleSpec {
             ),
             ("metadata/annotations.yaml".into(), annotations.into_bytes()),
         ];
+        for (file, object) in &self.extra_manifests {
+            files.push((format!("manifests/{file}"), yaml(object)));
+        }
         if !self.dependencies.is_empty() {
             files.push((
                 "metadata/dependencies.yaml".into(),

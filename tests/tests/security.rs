@@ -30,14 +30,17 @@ fn decode<T: serde::de::DeserializeOwned>(value: Value) -> T {
 }
 
 /// The cluster-scoped RBAC in the cluster that names `namespace`: bindings
-/// with a subject there, and roles OLM labelled as owned by an operator of
-/// that namespace.
+/// with a subject there, and roles OLM labelled as owned by a CSV of that
+/// namespace (the aggregation roles OLM makes for every OperatorGroup are
+/// OLM's own and not counted).
 async fn cluster_rbac_for(client: &kube::Client, namespace: &str) -> Vec<String> {
     let roles: Api<ClusterRole> = Api::all(client.clone());
     let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
     let mut found = Vec::new();
     for role in roles
-        .list(&ListParams::default().labels(&format!("olm.owner.namespace={namespace}")))
+        .list(&ListParams::default().labels(&format!(
+            "olm.owner.namespace={namespace},olm.owner.kind=ClusterServiceVersion"
+        )))
         .await
         .unwrap()
     {
@@ -78,8 +81,25 @@ async fn a_tenants_second_operator_group_cannot_lift_an_admins_scoping() {
     let client = plane.client().await;
     let registry = olm_testkit::registry::Registry::start().unwrap();
     let group = format!("{namespace}.e2e.olm.io");
+    // The operator asks for cluster-wide rights twice: through the CSV's
+    // clusterPermissions (created by olm-operator) and as RBAC objects in
+    // the bundle (InstallPlan steps, applied by catalog-operator).
+    let escalated = format!("{namespace}-everything");
     let spec = BundleSpec::new(&group, "1.0.0")
-        .cluster_permission(json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}));
+        .cluster_permission(json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}))
+        .manifest(
+            "everything.clusterrole.yaml",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": escalated},
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        )
+        .manifest(
+            "everything.clusterrolebinding.yaml",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": escalated},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": escalated},
+                "subjects": [{"kind": "ServiceAccount", "name": "gadget-operator", "namespace": namespace}]}),
+        );
     let (bundle, image) = publish(&registry.host(), &spec).await;
     let (server, _dir) = serve_catalog(&bundle, &image).await;
     let (shutdown, tasks) = start_services(&namespace, &registry.host()).await;
@@ -201,6 +221,8 @@ async fn a_tenants_second_operator_group_cannot_lift_an_admins_scoping() {
         "{}",
         describe(&client, &namespace).await
     );
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    assert!(roles.get_opt(&escalated).await.unwrap().is_none());
     for plan in install_plans(&client, &namespace).await {
         for step in plan["status"]["plan"].as_array().into_iter().flatten() {
             let kind = step["resource"]["kind"].as_str().unwrap_or_default();
