@@ -12,7 +12,7 @@ mod state;
 
 use std::{collections::HashSet, io::Write, path::PathBuf, process::ExitCode, sync::Arc};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use olm_resolver::{NamespaceState, ResolveError, ResolveRequest, resolve};
 use serde::Serialize;
@@ -98,17 +98,7 @@ enum Report {
 }
 
 fn run_resolve(args: &ResolveArgs) -> Result<(Report, bool)> {
-    let metadata = std::fs::metadata(&args.state)
-        .with_context(|| format!("reading {}", args.state.display()))?;
-    if metadata.len() > state::MAX_STATE_BYTES {
-        bail!(
-            "{} is larger than {} bytes",
-            args.state.display(),
-            state::MAX_STATE_BYTES
-        );
-    }
-    let text = std::fs::read_to_string(&args.state)
-        .with_context(|| format!("reading {}", args.state.display()))?;
+    let text = state::read_state_file(&args.state, state::MAX_STATE_BYTES)?;
     let file = state::parse_state(&text).with_context(|| format!("{}", args.state.display()))?;
     let namespace =
         args.namespace.clone().or(file.namespace.clone()).context(

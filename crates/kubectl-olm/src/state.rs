@@ -2,7 +2,7 @@
 //! or a `List`) of ClusterServiceVersions, Subscriptions, CatalogSources and
 //! an OperatorGroup, turned into the resolver's plain data.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, io::Read as _, path::Path};
 
 use anyhow::{Context, Result, bail};
 use olm_resolver::{InstalledCsv, Subscription};
@@ -47,6 +47,24 @@ pub(crate) struct StateFile {
     pub catalog_sources: Vec<CatalogSourceInfo>,
     /// Namespaces whose OperatorGroup excludes the global catalog namespace.
     pub exclude_global: Vec<String>,
+}
+
+/// The text of the state file at `path`, refused when it is larger than
+/// `max_bytes`. The read itself stops past the limit: the file's size as
+/// listed says nothing for a pipe or a device (`/dev/zero` lists 0 bytes),
+/// and a file can grow between listing and reading.
+pub(crate) fn read_state_file(path: &Path, max_bytes: u64) -> Result<String> {
+    let reading = || format!("reading {}", path.display());
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .with_context(reading)?
+        .take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .with_context(reading)?;
+    if bytes.len() as u64 > max_bytes {
+        bail!("{} is larger than {max_bytes} bytes", path.display());
+    }
+    String::from_utf8(bytes).with_context(reading)
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
@@ -217,6 +235,32 @@ fn installed_csv(csv: &Value, name: &str) -> Result<InstalledCsv> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_files_over_the_limit_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        // Sparse files: the test costs a read of the limit, not a write.
+        let sparse = |name: &str, len: u64| {
+            let path = dir.path().join(name);
+            std::fs::File::create(&path).unwrap().set_len(len).unwrap();
+            path
+        };
+        let at_limit = sparse("at-limit.yaml", MAX_STATE_BYTES);
+        let over_limit = sparse("over-limit.yaml", MAX_STATE_BYTES + 1);
+        // Lists no size at all, and never ends.
+        let endless = Path::new("/dev/zero");
+        assert_eq!(
+            read_state_file(&at_limit, MAX_STATE_BYTES).unwrap().len() as u64,
+            MAX_STATE_BYTES
+        );
+        for path in [over_limit.as_path(), endless] {
+            let error = read_state_file(path, MAX_STATE_BYTES).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("{} is larger than 67108864 bytes", path.display())
+            );
+        }
+    }
 
     #[test]
     fn reads_objects_and_infers_properties() {

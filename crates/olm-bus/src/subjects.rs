@@ -303,13 +303,16 @@ fn hex_value(digit: u8) -> Option<u8> {
     }
 }
 
+/// Most characters of a malformed token quoted in its error; the rest is
+/// cut and marked with `…`.
+const MAX_QUOTED_TOKEN_CHARS: usize = 64;
+
 /// Keeps error messages bounded when the token itself is hostile.
 fn truncate_for_error(token: &str) -> String {
-    const MAX_CHARS: usize = 64;
-    if token.chars().count() <= MAX_CHARS {
+    if token.chars().count() <= MAX_QUOTED_TOKEN_CHARS {
         token.to_owned()
     } else {
-        let mut short: String = token.chars().take(MAX_CHARS).collect();
+        let mut short: String = token.chars().take(MAX_QUOTED_TOKEN_CHARS).collect();
         short.push('…');
         short
     }
@@ -397,6 +400,38 @@ mod tests {
                 .as_str(),
             "olm.v1.bundle.sha256_3Aff.unpacked"
         );
+    }
+
+    #[test]
+    fn over_long_malformed_tokens_are_quoted_cut_to_the_limit() {
+        let outside = "character outside [A-Za-z0-9_-]";
+        let at_limit = format!(".{}", "a".repeat(MAX_QUOTED_TOKEN_CHARS - 1));
+        let over_limit = format!(".{}", "a".repeat(MAX_QUOTED_TOKEN_CHARS));
+        // Multi-byte characters: the cut counts characters and lands on a
+        // character boundary.
+        let huge = "é".repeat(100_000);
+        for (token, quoted) in [
+            (at_limit.clone(), at_limit.clone()),
+            (
+                over_limit.clone(),
+                format!("{}…", &over_limit[..MAX_QUOTED_TOKEN_CHARS]),
+            ),
+            (
+                huge.clone(),
+                format!("{}…", "é".repeat(MAX_QUOTED_TOKEN_CHARS)),
+            ),
+        ] {
+            let error = decode_token(&token).unwrap_err();
+            assert!(
+                matches!(&error, Error::MalformedToken { token, reason }
+                    if *token == quoted && *reason == outside),
+                "{error}"
+            );
+            assert_eq!(
+                error.to_string(),
+                format!("malformed subject token {quoted:?}: {outside}")
+            );
+        }
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn the_default_limits_are_what_the_docs_say() {
     assert_eq!(l.max_documents_per_file, limits::MAX_DOCUMENTS_PER_FILE);
     assert_eq!(l.max_nesting_depth, limits::MAX_NESTING_DEPTH);
     assert_eq!(Limits::bundle().max_total_bytes, limits::MAX_BUNDLE_BYTES);
+    assert_eq!(Limits::bundle().max_files, limits::MAX_BUNDLE_FILES);
 }
 
 #[test]
@@ -400,6 +401,58 @@ fn hostile_bundles_fail_cleanly() {
     )
     .unwrap_err();
     assert!(matches!(err, BundleError::NoObjects), "{err}");
+}
+
+#[test]
+fn bundles_with_too_many_files_are_refused() {
+    let annotations = b"annotations:\n  operators.operatorframework.io.bundle.package.v1: p\n  operators.operatorframework.io.bundle.channels.v1: s\n".to_vec();
+    // In memory, at the default limit: the annotations and as many empty
+    // manifests as make one file too many.
+    let manifests = |count: usize| {
+        (0..count)
+            .map(|i| (format!("manifests/m{i}.yaml"), Vec::new()))
+            .chain([("metadata/annotations.yaml".to_owned(), annotations.clone())])
+            .collect::<Vec<_>>()
+    };
+    for (files, trips) in [
+        (limits::MAX_BUNDLE_FILES, false),
+        (limits::MAX_BUNDLE_FILES + 1, true),
+    ] {
+        let err = RegistryBundle::load_files(manifests(files - 1), &LoadBundleOptions::new())
+            .unwrap_err();
+        let tripped = matches!(
+            &err,
+            BundleError::Files(FileError::TooManyFiles { limit }) if *limit == limits::MAX_BUNDLE_FILES
+        );
+        assert_eq!(tripped, trips, "{files} files: {err}");
+        if trips {
+            assert!(err.to_string().contains("more than 10000 files"), "{err}");
+        }
+    }
+    // From a directory, under a tightened limit.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    std::fs::create_dir_all(dir.path().join("metadata")).unwrap();
+    std::fs::write(dir.path().join("metadata/annotations.yaml"), &annotations).unwrap();
+    for i in 0..3 {
+        std::fs::write(dir.path().join(format!("manifests/m{i}.yaml")), b"").unwrap();
+    }
+    let options = LoadBundleOptions {
+        limits: Limits {
+            max_files: 3,
+            ..Limits::bundle()
+        },
+        image_labels: None,
+    };
+    let err = RegistryBundle::load_dir_with(dir.path(), &options).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            BundleError::Files(FileError::TooManyFiles { limit: 3 })
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("more than 3 files"), "{err}");
 }
 
 proptest! {

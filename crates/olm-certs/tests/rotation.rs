@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use olm_certs::{
-    Decision, Material, Observed, Profile, RotationPolicy, decide,
+    BootstrapReason, Decision, Material, Observed, Profile, RotationPolicy, ServingReason, decide,
+    material::MAX_RECONCILE_STEPS,
     policy::{system_time, unix_seconds},
     reconcile, verify_served,
 };
@@ -55,6 +56,14 @@ fn simulate(policy: &RotationPolicy, lateness: &[u8], extra_ticks: &[u8]) -> Res
         let before = material.clone();
         let done = reconcile(material.as_ref(), system_time(t), policy, &profile)
             .map_err(|e| format!("reconcile at {t}: {e}"))?;
+        // A valid policy always settles on Keep within one pass: the step
+        // bound is never what ends it.
+        if done.steps.len() >= MAX_RECONCILE_STEPS {
+            return Err(format!(
+                "reconcile at {t} ran out of steps: {:?}",
+                done.steps
+            ));
+        }
         let (now_material, next) = (done.material, done.next);
         if let Some(before) = &before
             && now_material.ca_key_pem != before.ca_key_pem
@@ -141,6 +150,68 @@ fn soak_policy() -> RotationPolicy {
 fn the_soak_policy_rotates_safely() {
     let run = simulate(&soak_policy(), &[0, 1], &[0]).unwrap();
     assert!(run.ca_rotations >= 5, "{} rotations", run.ca_rotations);
+}
+
+#[test]
+fn reconcile_stops_at_the_step_bound_under_a_policy_that_never_settles() {
+    // Neither policy passes `validate`, and each makes every step due again
+    // at once: the bound is what ends the pass.
+    let renewed_at_once = RotationPolicy {
+        // Half of one second truncates to nothing: due as soon as issued.
+        serving_lifetime: Duration::from_secs(1),
+        ..soak_policy()
+    };
+    let rotated_at_once = RotationPolicy {
+        ca_renew_before: Duration::from_secs(90),
+        overlap: Duration::ZERO,
+        ..soak_policy()
+    };
+    assert!(renewed_at_once.validate().is_err());
+    assert!(rotated_at_once.validate().is_err());
+    let now = system_time(T0);
+    for (policy, expected) in [
+        (
+            renewed_at_once,
+            &["Bootstrap", "RenewServing", "RenewServing", "RenewServing"][..],
+        ),
+        (
+            rotated_at_once,
+            &["Bootstrap", "RotateCa", "RenewServing", "RetireCa"][..],
+        ),
+    ] {
+        let done = reconcile(None, now, &policy, &profile()).unwrap();
+        assert_eq!(done.steps.len(), MAX_RECONCILE_STEPS, "{:?}", done.steps);
+        let kinds: Vec<&str> = done
+            .steps
+            .iter()
+            .map(|step| match step {
+                Decision::Keep { .. } => "Keep",
+                Decision::Bootstrap(BootstrapReason::Missing) => "Bootstrap",
+                Decision::RenewServing(ServingReason::Due | ServingReason::NewCaPublished) => {
+                    "RenewServing"
+                }
+                Decision::RotateCa => "RotateCa",
+                Decision::RetireCa(_) => "RetireCa",
+                other => panic!("unexpected step {other:?}"),
+            })
+            .collect();
+        assert_eq!(kinds, expected);
+        // Asked back at once, and what it made is still served correctly.
+        assert_eq!(done.next, T0);
+        verify_served(
+            &done.material.ca_bundle_pem,
+            &done.material.cert_pem,
+            &host(),
+            now,
+        )
+        .unwrap();
+        // Another pass would step again: only the bound ended this one.
+        let observed = Material::observe_stored(Some(&done.material), &profile().hosts);
+        assert!(!matches!(
+            decide(&observed, now, &policy),
+            Decision::Keep { .. }
+        ));
+    }
 }
 
 #[test]

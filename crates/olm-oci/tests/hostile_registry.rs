@@ -1,7 +1,8 @@
 //! olm-oci against small misbehaving registries on loopback, written as raw
 //! HTTP so that they can misbehave: an error body that never ends, error
 //! pages that are not the registry's own words (from the registry or its
-//! token endpoint), redirects to another port and redirect loops.
+//! token endpoint), redirects to another port and redirect loops, and
+//! replies larger than the client's named limits.
 #![allow(clippy::unwrap_used)]
 
 use std::{
@@ -17,8 +18,8 @@ use std::{
 use bytes::Bytes;
 use olm_oci::{
     Client, ClientOptions, Digest, Error, Reference,
-    client::{MAX_ERROR_BODY_BYTES, MAX_REDIRECTS},
-    manifest::Descriptor,
+    client::{MAX_CONFIG_BYTES, MAX_ERROR_BODY_BYTES, MAX_REDIRECTS, MAX_TOKEN_RESPONSE_BYTES},
+    manifest::{Descriptor, MAX_MANIFEST_BYTES, OCI_CONFIG, OCI_MANIFEST},
 };
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -77,6 +78,61 @@ async fn reply(mut stream: TcpStream, status: &str, headers: &[(&str, &str)], bo
     let _ = stream.write_all(head.as_bytes()).await;
     let _ = stream.write_all(body).await;
     let _ = stream.shutdown().await;
+}
+
+/// How an oversized reply announces its length.
+#[derive(Debug, Clone, Copy)]
+enum Framing {
+    /// A `Content-Length` over the limit, so the client can refuse before
+    /// reading.
+    Declared,
+    /// Chunked with no length, so the client must count as it reads.
+    Chunked,
+}
+
+/// A 200 reply of more than `limit` bytes framed as `framing`; a chunked
+/// body never ends, so only a client that stops reading finishes.
+async fn oversized_reply(mut stream: TcpStream, framing: Framing, limit: usize) {
+    let length = match framing {
+        Framing::Declared => format!("Content-Length: {}", limit + 1),
+        Framing::Chunked => "Transfer-Encoding: chunked".to_owned(),
+    };
+    let head = format!("HTTP/1.1 200 OK\r\n{length}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let chunk = vec![b' '; 64 * 1024];
+    match framing {
+        Framing::Declared => {
+            let _ = stream.write_all(&vec![b' '; limit + 1]).await;
+        }
+        Framing::Chunked => {
+            let framed = [
+                format!("{:x}\r\n", chunk.len()).into_bytes(),
+                chunk,
+                b"\r\n".to_vec(),
+            ]
+            .concat();
+            while stream.write_all(&framed).await.is_ok() {}
+        }
+    }
+    let _ = stream.shutdown().await;
+}
+
+/// Asserts `error` is the named too-large error for `limit`.
+fn assert_too_large(error: &Error, limit: usize, framing: Framing) {
+    match error {
+        Error::ResponseTooLarge { limit: named, .. } => {
+            assert_eq!(*named, limit as u64, "{framing:?}: {error}");
+            assert!(
+                error
+                    .to_string()
+                    .ends_with(&format!("response larger than the limit of {limit} bytes")),
+                "{framing:?}: {error}"
+            );
+        }
+        other => panic!("{framing:?}: expected ResponseTooLarge, got {other}"),
+    }
 }
 
 fn client_for(addr: SocketAddr) -> Client {
@@ -308,4 +364,120 @@ async fn token_endpoint_text_is_not_quoted() {
     assert!(matches!(error, Error::Protocol { .. }), "{text}");
     assert!(text.contains("token response of 28 bytes"), "{text}");
     assert!(!text.contains("phish"), "{text}");
+}
+
+#[tokio::test]
+async fn manifests_over_the_limit_are_refused() {
+    for framing in [Framing::Declared, Framing::Chunked] {
+        let addr = serve(move |_path, stream| async move {
+            oversized_reply(stream, framing, MAX_MANIFEST_BYTES).await;
+        })
+        .await;
+        let error = tokio::time::timeout(
+            TEST_DEADLINE,
+            client_for(addr).fetch_manifest(&reference_on(addr)),
+        )
+        .await
+        .expect("the client stops reading the manifest")
+        .unwrap_err();
+        assert_too_large(&error, MAX_MANIFEST_BYTES, framing);
+    }
+}
+
+#[tokio::test]
+async fn token_responses_over_the_limit_are_refused() {
+    for framing in [Framing::Declared, Framing::Chunked] {
+        let addr = Arc::new(std::sync::OnceLock::<SocketAddr>::new());
+        let registry = {
+            let addr = addr.clone();
+            serve(move |path, stream| {
+                let realm = format!("http://{}/token", addr.get().unwrap());
+                async move {
+                    if path.starts_with("/token") {
+                        oversized_reply(stream, framing, MAX_TOKEN_RESPONSE_BYTES).await;
+                    } else {
+                        let challenge = format!(r#"Bearer realm="{realm}",service="hostile""#);
+                        reply(
+                            stream,
+                            "401 Unauthorized",
+                            &[("WWW-Authenticate", &challenge)],
+                            b"",
+                        )
+                        .await;
+                    }
+                }
+            })
+            .await
+        };
+        addr.set(registry).unwrap();
+        let error = tokio::time::timeout(
+            TEST_DEADLINE,
+            client_for(registry).fetch_manifest(&reference_on(registry)),
+        )
+        .await
+        .expect("the client stops reading the token response")
+        .unwrap_err();
+        assert_too_large(&error, MAX_TOKEN_RESPONSE_BYTES, framing);
+        assert!(error.to_string().contains("/token"), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn configs_declared_over_the_limit_are_not_fetched() {
+    let config_digest = Digest::of(b"a config that is never served");
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {
+            "mediaType": OCI_CONFIG,
+            "digest": config_digest.to_string(),
+            "size": MAX_CONFIG_BYTES + 1,
+        },
+        "layers": [],
+    })
+    .to_string();
+    let blob_requests = Arc::new(AtomicUsize::new(0));
+    let addr = {
+        let blob_requests = blob_requests.clone();
+        serve(move |path, stream| {
+            let manifest = manifest.clone();
+            let blob_requests = blob_requests.clone();
+            async move {
+                if path.contains("/manifests/") {
+                    reply(
+                        stream,
+                        "200 OK",
+                        &[("Content-Type", OCI_MANIFEST)],
+                        manifest.as_bytes(),
+                    )
+                    .await;
+                } else {
+                    blob_requests.fetch_add(1, Ordering::SeqCst);
+                    oversized_reply(stream, Framing::Chunked, MAX_CONFIG_BYTES as usize).await;
+                }
+            }
+        })
+        .await
+    };
+    let error = tokio::time::timeout(
+        TEST_DEADLINE,
+        client_for(addr).pull_manifest(&reference_on(addr)),
+    )
+    .await
+    .expect("the client refuses the config")
+    .unwrap_err();
+    match &error {
+        Error::BlobTooLarge { digest, limit } => {
+            assert_eq!(digest, &config_digest);
+            assert_eq!(*limit, MAX_CONFIG_BYTES);
+        }
+        other => panic!("expected BlobTooLarge, got {other}"),
+    }
+    assert!(
+        error.to_string().ends_with(&format!(
+            "larger than the limit of {MAX_CONFIG_BYTES} bytes"
+        )),
+        "{error}"
+    );
+    assert_eq!(blob_requests.load(Ordering::SeqCst), 0);
 }

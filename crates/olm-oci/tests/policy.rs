@@ -26,11 +26,7 @@ fn catalog_images_are_matched_on_their_registry() {
         None
     );
     assert_eq!(
-        image_refusal(
-            &policy,
-            "catalog image",
-            "registry.corp.example/cat:v1"
-        ),
+        image_refusal(&policy, "catalog image", "registry.corp.example/cat:v1"),
         None
     );
     // A reference without a registry is Docker Hub's.

@@ -257,3 +257,35 @@ async fn render_semver(
         ..Catalog::default()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn templates_over_the_limit_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = TlsOptions {
+            skip_tls_verify: false,
+            use_http: false,
+        };
+        for (len, refused) in [(MAX_TEMPLATE_BYTES, false), (MAX_TEMPLATE_BYTES + 1, true)] {
+            // Sparse: the test costs a read of the limit, not a write.
+            let path = dir.path().join(format!("template-{len}.yaml"));
+            std::fs::File::create(&path).unwrap().set_len(len).unwrap();
+            let args = RenderTemplateArgs {
+                args: vec!["basic".into(), path.display().to_string()],
+                output: "json".into(),
+                migrate_level: None,
+            };
+            let error = run(&args, &tls).await.unwrap_err().to_string();
+            let named = "template is larger than 67108864 bytes";
+            if refused {
+                assert_eq!(error, named);
+            } else {
+                // Read whole, then refused for what it holds.
+                assert_eq!(error, "decoding template schema");
+            }
+        }
+    }
+}

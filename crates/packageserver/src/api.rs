@@ -1026,6 +1026,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn paths_over_the_limit_are_refused_as_too_long() {
+        let app = app(allowed());
+        let prefix = format!("{BASE}/namespaces/team/packagemanifests/");
+        let name_for = |path_bytes: usize| "n".repeat(path_bytes - prefix.len());
+        for (path_bytes, expected) in [
+            (crate::request::MAX_PATH_BYTES, StatusCode::NOT_FOUND),
+            (crate::request::MAX_PATH_BYTES + 1, StatusCode::URI_TOO_LONG),
+            (16 * 1024, StatusCode::URI_TOO_LONG),
+        ] {
+            let uri = format!("{prefix}{}", name_for(path_bytes));
+            assert_eq!(uri.len(), path_bytes);
+            let (status, _, body) = get(&app, &uri, None).await;
+            assert_eq!(status, expected, "{path_bytes} bytes: {body}");
+            if expected == StatusCode::URI_TOO_LONG {
+                assert_eq!(body["reason"], "RequestURITooLong");
+                assert_eq!(body["message"], "request uri too long");
+            }
+        }
+    }
+
+    #[tokio::test]
     async fn discovery_and_openapi() {
         let app = app(allowed());
         let (_, _, v) = get(&app, "/apis", None).await;
@@ -1105,6 +1126,37 @@ mod tests {
         );
         let long = "x".repeat(1000);
         assert!(stale_warnings(&[(("a".into(), "b".into()), long)])[0].len() <= MAX_WARNING_BYTES);
+    }
+
+    #[tokio::test]
+    async fn stale_warnings_stop_at_the_limit() {
+        let app = app(allowed());
+        let failing = MAX_STALE_WARNINGS + 2;
+        for n in 0..failing {
+            app.store.record_failure(
+                &("team".into(), format!("broken-{n}")),
+                format!("refusal {n}"),
+            );
+        }
+        let (status, headers, _) = get(
+            &app,
+            &format!("{BASE}/namespaces/team/packagemanifests"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let warnings: Vec<&str> = headers
+            .get_all(header::WARNING)
+            .iter()
+            .map(|w| w.to_str().unwrap())
+            .collect();
+        assert_eq!(warnings.len(), MAX_STALE_WARNINGS, "{warnings:#?}");
+        for warning in warnings {
+            assert!(
+                warning.starts_with("299 - \"catalog team/broken-"),
+                "{warning}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -74,8 +74,11 @@ pub enum RefreshError {
     #[error("refresh did not finish within {0:?}")]
     Deadline(Duration),
     /// The catalog is larger than allowed.
-    #[error("catalog lists more than {MAX_PACKAGES_PER_CATALOG} packages")]
-    TooManyPackages,
+    #[error("catalog lists more than {limit} packages")]
+    TooManyPackages {
+        /// The limit, [`MAX_PACKAGES_PER_CATALOG`] outside tests.
+        limit: usize,
+    },
 }
 
 /// What a refresher needs to know about its catalog.
@@ -163,6 +166,17 @@ pub async fn fetch(
     target: &Target,
     options: ClientOptions,
 ) -> Result<Vec<PackageManifest>, RefreshError> {
+    fetch_at_most(target, options, MAX_PACKAGES_PER_CATALOG).await
+}
+
+/// [`fetch`], refusing a catalog of more than `max_packages` packages; the
+/// limit is a parameter so that a test can make it trip without serving
+/// [`MAX_PACKAGES_PER_CATALOG`] packages.
+async fn fetch_at_most(
+    target: &Target,
+    options: ClientOptions,
+    max_packages: usize,
+) -> Result<Vec<PackageManifest>, RefreshError> {
     let address = target.address.as_deref().ok_or(RefreshError::NoAddress)?;
     let endpoint = if address.contains("://") {
         address.to_owned()
@@ -176,8 +190,10 @@ pub async fn fetch(
         .list_packages()
         .await
         .map_err(registry_error(address))?;
-    if names.len() > MAX_PACKAGES_PER_CATALOG {
-        return Err(RefreshError::TooManyPackages);
+    if names.len() > max_packages {
+        return Err(RefreshError::TooManyPackages {
+            limit: max_packages,
+        });
     }
     let mut entries: HashMap<String, Vec<api::Bundle>> = HashMap::new();
     let mut bundles = client
@@ -481,8 +497,51 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use olm_api::catalog_source::{CatalogSourceSpec, CatalogSourceStatus, RegistryServiceStatus};
+    use olm_registry::{CatalogIndex, IndexOptions, RegistryServer};
+    use serde_json::json;
+    use tokio::net::TcpListener;
 
     use super::*;
+
+    /// Serves, on loopback, a catalog of one-bundle packages named
+    /// `packages`; returns its address and the directory to keep alive.
+    async fn serve_catalog_of(packages: &[&str]) -> (String, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::new();
+        for package in packages {
+            let bundle = format!("{package}.v0.1.0");
+            // A bundle without a CSV gives no channel head, and a package
+            // without one is elided.
+            let csv = json!({
+                "apiVersion": "operators.coreos.com/v1alpha1",
+                "kind": "ClusterServiceVersion",
+                "metadata": {"name": bundle},
+                "spec": {"displayName": package, "version": "0.1.0"},
+            });
+            let csv =
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, csv.to_string());
+            for doc in [
+                json!({"schema": "olm.package", "name": package, "defaultChannel": "fast"}),
+                json!({"schema": "olm.channel", "package": package, "name": "fast",
+                       "entries": [{"name": bundle}]}),
+                json!({"schema": "olm.bundle", "package": package, "name": bundle,
+                "image": format!("registry.invalid/{package}-bundle:v0.1.0"),
+                "properties": [
+                    {"type": "olm.package",
+                     "value": {"packageName": package, "version": "0.1.0"}},
+                    {"type": "olm.bundle.object", "value": {"data": csv}},
+                ]}),
+            ] {
+                text.push_str(&format!("{doc}\n"));
+            }
+        }
+        std::fs::write(dir.path().join("index.json"), text).unwrap();
+        let index = CatalogIndex::build(dir.path(), &IndexOptions::default()).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(RegistryServer::new(index).serve(listener, std::future::pending()));
+        (address, dir)
+    }
 
     #[test]
     fn address_prefers_spec_then_registry_service() {
@@ -546,5 +605,38 @@ mod tests {
             fetch(&none, options).await,
             Err(RefreshError::NoAddress)
         ));
+    }
+
+    #[tokio::test]
+    async fn catalogs_over_the_package_limit_are_refused() {
+        let (address, _dir) = serve_catalog_of(&["alpha-op", "beta-op", "gamma-op"]).await;
+        let target = Target {
+            meta: CatalogMeta::default(),
+            address: Some(address),
+            content_hint: String::new(),
+        };
+        for (limit, expect_refused) in [(2, true), (3, false)] {
+            let fetched = fetch_at_most(&target, ClientOptions::default(), limit).await;
+            match fetched {
+                Err(error @ RefreshError::TooManyPackages { .. }) if expect_refused => {
+                    assert!(
+                        matches!(error, RefreshError::TooManyPackages { limit: l } if l == limit)
+                    );
+                    assert_eq!(
+                        error.to_string(),
+                        format!("catalog lists more than {limit} packages")
+                    );
+                }
+                Ok(packages) if !expect_refused => assert_eq!(packages.len(), 3),
+                other => panic!("limit {limit}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(
+            RefreshError::TooManyPackages {
+                limit: MAX_PACKAGES_PER_CATALOG
+            }
+            .to_string(),
+            "catalog lists more than 50000 packages"
+        );
     }
 }

@@ -4,11 +4,11 @@ use std::{collections::BTreeMap, path::Path};
 
 use bundle_unpacker::decide::{
     content::{
-        self, ATTEMPTS_ANNOTATION, MAX_BUNDLE_UNCOMPRESSED_BYTES, MAX_COPIED_ANNOTATION_BYTES,
-        MAX_LAYER_COMPRESSED_BYTES, MAX_LAYER_ENTRIES, Owner, bundle_content, is_annotation_key,
-        stored_state,
+        self, ATTEMPTS_ANNOTATION, MAX_BUNDLE_UNCOMPRESSED_BYTES, MAX_COMPRESSION_RATIO,
+        MAX_COPIED_ANNOTATION_BYTES, MAX_LAYER_COMPRESSED_BYTES, MAX_LAYER_ENTRIES, Owner,
+        bundle_content, is_annotation_key, stored_state,
     },
-    failure::{Failure, INVALID_BUNDLE, TOO_LARGE},
+    failure::{self, Failure, INVALID_BUNDLE, TOO_LARGE},
     retry::Stored,
 };
 use k8s_openapi::{ByteString, api::core::v1::ConfigMap};
@@ -320,6 +320,7 @@ fn extraction_is_limited_to_bundle_directories_with_named_limits() {
         MAX_BUNDLE_UNCOMPRESSED_BYTES
     );
     assert_eq!(options.limits.max_entries, MAX_LAYER_ENTRIES);
+    assert_eq!(options.limits.max_compression_ratio, MAX_COMPRESSION_RATIO);
     // A layer over the entry limit is refused by the extractor with these options.
     let mut builder = tar::Builder::new(Vec::new());
     for i in 0..=MAX_LAYER_ENTRIES {
@@ -355,4 +356,47 @@ fn extraction_is_limited_to_bundle_directories_with_named_limits() {
         tree.keys().collect::<Vec<_>>(),
         ["manifests/a.yaml", "metadata/annotations.yaml"]
     );
+}
+
+#[test]
+fn a_gzip_bomb_layer_trips_the_compression_ratio() {
+    // 16 MiB of zeros gzip to about 16 KiB: far past the ratio, yet well
+    // under the uncompressed and compressed limits, so only the ratio trips.
+    let bomb = olm_oci::ImageBuilder::new()
+        .add_file("manifests/bomb.yaml", vec![0u8; 16 * 1024 * 1024])
+        .unwrap()
+        .build()
+        .unwrap();
+    let layer = bomb.layer.as_ref();
+    assert!(MAX_COMPRESSION_RATIO * (layer.len() as u64) < 16 * 1024 * 1024);
+    let options = content::extract_options();
+    let error = olm_oci::layer::extract_layers_to_memory([layer], &options).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            olm_oci::layer::ExtractError::CompressionRatio {
+                limit: MAX_COMPRESSION_RATIO
+            }
+        ),
+        "{error}"
+    );
+    // Pulled, it is a permanent TooLarge failure that names the limit.
+    let pulled = olm_oci::Error::Extract {
+        digest: bomb.parsed.layers[0].digest.clone(),
+        source: error,
+    };
+    let failure = failure::from_pull_error("/bundle", &pulled);
+    assert_eq!((failure.reason, failure.transient), (TOO_LARGE, false));
+    assert!(
+        failure.message.ends_with(&format!(
+            "layer expands more than {MAX_COMPRESSION_RATIO} times its compressed size"
+        )),
+        "{}",
+        failure.message
+    );
+    // It is the ratio that refused it: without one, the same layer extracts.
+    let mut unlimited = content::extract_options();
+    unlimited.limits.max_compression_ratio = u64::MAX;
+    let tree = olm_oci::layer::extract_layers_to_memory([layer], &unlimited).unwrap();
+    assert_eq!(tree.keys().collect::<Vec<_>>(), ["manifests/bomb.yaml"]);
 }

@@ -210,6 +210,50 @@ fn limits_are_named_when_exceeded() {
 }
 
 #[test]
+fn problems_past_the_reported_limit_are_counted_not_listed() {
+    let packages: Vec<String> = (0..7)
+        .map(|i| package(&format!("Not_A_Label_{i}"), "stable"))
+        .collect();
+    let dir = catalog(&[("labels/catalog.json", &packages.join("\n"))]);
+    let invalid = |result: Result<CatalogIndex, IndexError>| match result {
+        Err(IndexError::Invalid { problems, total }) => (problems, total),
+        Err(other) => panic!("expected an invalid catalog, got: {other}"),
+        Ok(_) => panic!("expected an invalid catalog, but it was indexed"),
+    };
+    // Under the default limit, every problem is listed.
+    let (all, total) = invalid(build(dir.path()));
+    assert_eq!(all.len(), total);
+    assert!(total >= 7, "{total}");
+    let limit = 3;
+    let error = build_limited(
+        dir.path(),
+        IndexLimits {
+            max_reported_problems: limit,
+            ..IndexLimits::default()
+        },
+    )
+    .unwrap_err();
+    let text = error.to_string();
+    let (listed, counted) = invalid(Err(error));
+    assert_eq!(counted, total);
+    assert_eq!(
+        listed.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        all[..limit]
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1 + limit + 1, "{text}");
+    assert_eq!(lines[0], format!("invalid catalog: {total} problem(s)"));
+    assert_eq!(
+        lines[limit + 1],
+        format!("  ... and {} more", total - limit),
+        "{text}"
+    );
+}
+
+#[test]
 fn an_unterminated_huge_document_is_refused_not_buffered() {
     // An object that never closes: the indexer must stop at the document
     // limit instead of reading the whole file into memory.
