@@ -93,3 +93,14 @@ fn images_are_written_to_an_oci_layout_by_name() {
         }
     }
 }
+
+#[test]
+fn an_image_holds_at_most_max_build_files() {
+    let mut builder = ImageBuilder::new();
+    for n in 0..olm_oci::build::MAX_BUILD_FILES {
+        builder = builder.add_file(&format!("f/{n}"), Vec::new()).unwrap();
+    }
+    let refused = builder.add_file("one/more", Vec::new()).unwrap_err();
+    assert!(matches!(refused, olm_oci::build::BuildError::TooManyFiles));
+    assert_eq!(refused.to_string(), "more than 100000 files");
+}

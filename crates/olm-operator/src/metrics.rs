@@ -262,4 +262,22 @@ mod tests {
         metrics.count_upgrade("uid-widget-v2");
         assert_eq!(metrics.csv_upgrade_count.get(), 2);
     }
+
+    #[test]
+    fn the_memory_of_counted_upgrades_is_bounded() {
+        let mut registry = MetricsRegistry::default();
+        let metrics = OperatorMetrics::register(&mut registry);
+        for n in 0..MAX_REMEMBERED_UPGRADES {
+            metrics.count_upgrade(&format!("uid-{n}"));
+        }
+        let remembered = || metrics.upgraded.lock().map(|s| s.len()).unwrap_or_default();
+        assert_eq!(remembered(), MAX_REMEMBERED_UPGRADES);
+        // Full: forgotten, so the set never outgrows the limit.
+        metrics.count_upgrade("uid-one-more");
+        assert_eq!(remembered(), 1);
+        assert_eq!(
+            metrics.csv_upgrade_count.get(),
+            MAX_REMEMBERED_UPGRADES as u64 + 1
+        );
+    }
 }

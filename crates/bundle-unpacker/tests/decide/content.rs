@@ -285,6 +285,15 @@ fn only_valid_annotation_keys_are_copied_within_a_budget() {
     }
     assert!(!is_annotation_key(&"a".repeat(64)));
     assert!(is_annotation_key(&"a".repeat(63)));
+    // The prefix is a DNS subdomain of at most 253 characters.
+    let prefix = |len: usize| -> String {
+        // Labels of 49 letters: each label is valid, only the length is not.
+        let text: String =
+            std::iter::repeat_n(format!("{}.", "a".repeat(49)), len / 50 + 1).collect();
+        text[..len].to_owned()
+    };
+    assert!(is_annotation_key(&format!("{}/name", prefix(253))));
+    assert!(!is_annotation_key(&format!("{}/name", prefix(254))));
 
     let bundle = olm_catalog::unpacked::UnpackedBundle {
         csv_name: "x".into(),
