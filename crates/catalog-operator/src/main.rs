@@ -218,6 +218,16 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Policy rules from comma-separated flag values (blanks dropped).
+fn rules(values: &[String]) -> Vec<olm_oci::policy::RegistryRule> {
+    values
+        .iter()
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(olm_oci::policy::RegistryRule::new)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -264,14 +274,29 @@ mod tests {
         assert_eq!(defaults.interval, Duration::from_secs(900));
         assert_eq!(defaults.namespace, "olm");
     }
-}
 
-/// Policy rules from comma-separated flag values (blanks dropped).
-fn rules(values: &[String]) -> Vec<olm_oci::policy::RegistryRule> {
-    values
-        .iter()
-        .map(|v| v.trim())
-        .filter(|v| !v.is_empty())
-        .map(olm_oci::policy::RegistryRule::new)
-        .collect()
+    #[test]
+    fn the_registry_policy_flags_become_rules() {
+        let cli = Cli::try_parse_from([
+            "catalog-operator",
+            "--allowed-registries",
+            "quay.io, *.corp.example,",
+            "--allowed-catalog-addresses",
+            "*.olm.svc",
+        ])
+        .expect("flags parse");
+        let images = rules(&cli.allowed_registries);
+        assert_eq!(
+            images.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+            ["quay.io", "*.corp.example"]
+        );
+        assert!(images[1].matches("registry.corp.example"));
+        assert_eq!(rules(&cli.allowed_catalog_addresses).len(), 1);
+        let defaults = Cli::try_parse_from(["catalog-operator"]).expect("defaults parse");
+        assert!(
+            rules(&defaults.allowed_registries).is_empty(),
+            "allow all by default"
+        );
+        assert!(rules(&defaults.allowed_catalog_addresses).is_empty());
+    }
 }
