@@ -713,20 +713,12 @@ async fn a_crd_update_that_would_invalidate_existing_resources_is_refused() {
 
 #[tokio::test]
 async fn a_scoped_install_gets_no_more_than_its_service_account_may_grant() {
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     init_logs();
     olm_crds_installed().await;
     let plane = olm_testkit::control_plane();
     let ns = plane.namespace("ip-scoped").await;
     let client = plane.client().await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
-    accounts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "installer"}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    installer_account(&client, ns.name()).await;
     managing_group(
         &client,
         ns.name(),
@@ -766,35 +758,55 @@ async fn a_scoped_install_gets_no_more_than_its_service_account_may_grant() {
     assert!(maps.get_opt("scoped-settings").await.unwrap().is_none());
 
     // Granting the account the permission lets the plan complete.
-    let roles: Api<Role> = Api::namespaced(client.clone(), ns.name());
-    roles
+    grant_installer(
+        &client,
+        ns.name(),
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]},
+               {"apiGroups": ["operators.coreos.com"], "resources": ["clusterserviceversions"], "verbs": ["get"]}]),
+    )
+    .await;
+    wait_phase(&api, "install-scoped", "Complete").await;
+    assert!(maps.get_opt("scoped-settings").await.unwrap().is_some());
+    operator.stop().await;
+}
+
+/// Creates the ServiceAccount `installer` a scoped OperatorGroup names.
+async fn installer_account(client: &kube::Client, namespace: &str) {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    accounts
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "installer"},
-                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]},
-                          {"apiGroups": ["operators.coreos.com"], "resources": ["clusterserviceversions"], "verbs": ["get"]}]
-            }))
-            .unwrap(),
+            &serde_json::from_value(json!({"metadata": {"name": "installer"}})).unwrap(),
         )
         .await
         .unwrap();
-    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns.name());
+}
+
+/// Grants `installer` the Role `rules` in its namespace.
+async fn grant_installer(client: &kube::Client, namespace: &str, rules: Value) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let roles: Api<Role> = Api::namespaced(client.clone(), namespace);
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "installer"}, "rules": rules}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
     bindings
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
                 "metadata": {"name": "installer"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer"},
-                "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns.name()}]
+                "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": namespace}]
             }))
             .unwrap(),
         )
         .await
         .unwrap();
-    wait_phase(&api, "install-scoped", "Complete").await;
-    assert!(maps.get_opt("scoped-settings").await.unwrap().is_some());
-    operator.stop().await;
 }
 
 /// `installplan_warnings_total` as the operator's `/metrics` serves it.
@@ -861,50 +873,21 @@ async fn api_warnings_while_applying_a_plan_are_counted() {
 /// nothing beyond what the ServiceAccount may create ever exists.
 #[tokio::test]
 async fn a_second_operator_group_stops_a_scoped_plan_instead_of_lifting_its_scope() {
-    use k8s_openapi::api::{
-        core::v1::ConfigMap,
-        rbac::v1::{ClusterRoleBinding, Role, RoleBinding},
-    };
+    use k8s_openapi::api::{core::v1::ConfigMap, rbac::v1::ClusterRoleBinding};
     init_logs();
     olm_crds_installed().await;
     let plane = olm_testkit::control_plane();
     let ns = plane.namespace("ip-escape").await;
     let client = plane.client().await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
-    accounts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "installer"}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    installer_account(&client, ns.name()).await;
     // The admin's account may create ConfigMaps in its namespace, and
     // nothing cluster-scoped.
-    let roles: Api<Role> = Api::namespaced(client.clone(), ns.name());
-    roles
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "installer"},
-                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]}]
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns.name());
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "installer"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer"},
-                "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns.name()}]
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    grant_installer(
+        &client,
+        ns.name(),
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]}]),
+    )
+    .await;
     managing_group(
         &client,
         ns.name(),

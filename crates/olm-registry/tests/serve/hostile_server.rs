@@ -23,6 +23,8 @@ enum Hostility {
     Huge,
     /// One message, then nothing, never closing.
     Drip,
+    /// GetBundle answers with one message bigger than any real bundle.
+    Oversized,
 }
 
 struct Hostile(Hostility);
@@ -44,7 +46,7 @@ fn hostile<T: Send + 'static>(
     match how {
         Hostility::Endless => Box::pin(futures::stream::repeat_with(move || Ok(item(16)))),
         Hostility::Huge => Box::pin(futures::stream::repeat_with(move || Ok(item(1024 * 1024)))),
-        Hostility::Drip => Box::pin(
+        Hostility::Drip | Hostility::Oversized => Box::pin(
             futures::stream::once(async move { Ok(item(16)) }).chain(futures::stream::pending()),
         ),
     }
@@ -80,7 +82,12 @@ impl Registry for Hostile {
         &self,
         _: Request<api::GetBundleRequest>,
     ) -> Result<Response<api::Bundle>, Status> {
-        unimplemented()
+        match self.0 {
+            Hostility::Oversized => Ok(Response::new(bundle(
+                olm_registry::MAX_RESPONSE_MESSAGE_BYTES + 1,
+            ))),
+            _ => unimplemented(),
+        }
     }
     async fn get_bundle_for_channel(
         &self,
@@ -131,13 +138,14 @@ impl Registry for Hostile {
     }
 }
 
-/// Serves `how` on a loopback port until the test ends.
+/// Serves `how` on a loopback port until the test ends. The server's own
+/// message limit is lifted: only the client's limits are under test.
 async fn serve_hostile(how: Hostility) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(GrpcServer::new(Hostile(how)))
+            .add_service(GrpcServer::new(Hostile(how)).max_encoding_message_size(usize::MAX))
             .serve_with_incoming(TcpIncoming::from(listener)),
     );
     addr
@@ -245,90 +253,9 @@ fn the_default_limits_are_far_above_real_catalogs_and_far_below_a_pods_memory() 
     assert!(limits.max_duration >= Duration::from_secs(60));
 }
 
-/// A server whose one answer is bigger than any real bundle.
-struct Oversized;
-
-#[tonic::async_trait]
-impl Registry for Oversized {
-    type ListPackagesStream = Answer<api::PackageName>;
-    type GetChannelEntriesThatReplaceStream = Answer<api::ChannelEntry>;
-    type GetChannelEntriesThatProvideStream = Answer<api::ChannelEntry>;
-    type GetLatestChannelEntriesThatProvideStream = Answer<api::ChannelEntry>;
-    type ListBundlesStream = Answer<api::Bundle>;
-
-    async fn list_packages(
-        &self,
-        _: Request<api::ListPackageRequest>,
-    ) -> Result<Response<Self::ListPackagesStream>, Status> {
-        unimplemented()
-    }
-    async fn get_package(
-        &self,
-        _: Request<api::GetPackageRequest>,
-    ) -> Result<Response<api::Package>, Status> {
-        unimplemented()
-    }
-    async fn get_bundle(
-        &self,
-        _: Request<api::GetBundleRequest>,
-    ) -> Result<Response<api::Bundle>, Status> {
-        Ok(Response::new(bundle(
-            olm_registry::MAX_RESPONSE_MESSAGE_BYTES + 1,
-        )))
-    }
-    async fn get_bundle_for_channel(
-        &self,
-        _: Request<api::GetBundleInChannelRequest>,
-    ) -> Result<Response<api::Bundle>, Status> {
-        unimplemented()
-    }
-    async fn get_channel_entries_that_replace(
-        &self,
-        _: Request<api::GetAllReplacementsRequest>,
-    ) -> Result<Response<Self::GetChannelEntriesThatReplaceStream>, Status> {
-        unimplemented()
-    }
-    async fn get_bundle_that_replaces(
-        &self,
-        _: Request<api::GetReplacementRequest>,
-    ) -> Result<Response<api::Bundle>, Status> {
-        unimplemented()
-    }
-    async fn get_channel_entries_that_provide(
-        &self,
-        _: Request<api::GetAllProvidersRequest>,
-    ) -> Result<Response<Self::GetChannelEntriesThatProvideStream>, Status> {
-        unimplemented()
-    }
-    async fn get_latest_channel_entries_that_provide(
-        &self,
-        _: Request<api::GetLatestProvidersRequest>,
-    ) -> Result<Response<Self::GetLatestChannelEntriesThatProvideStream>, Status> {
-        unimplemented()
-    }
-    async fn get_default_bundle_that_provides(
-        &self,
-        _: Request<api::GetDefaultProviderRequest>,
-    ) -> Result<Response<api::Bundle>, Status> {
-        unimplemented()
-    }
-    async fn list_bundles(
-        &self,
-        _: Request<api::ListBundlesRequest>,
-    ) -> Result<Response<Self::ListBundlesStream>, Status> {
-        unimplemented()
-    }
-}
-
 #[tokio::test]
 async fn a_message_over_the_response_limit_is_refused_unread() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(GrpcServer::new(Oversized).max_encoding_message_size(usize::MAX))
-            .serve_with_incoming(TcpIncoming::from(listener)),
-    );
+    let addr = serve_hostile(Hostility::Oversized).await;
     let client = client(addr).await;
     let error = client
         .get_bundle("flood", "stable", "flood.v1.0.0")
