@@ -65,7 +65,9 @@ pub fn from_pull_error(bundle_path: &str, error: &OciError) -> Failure {
     let (reason, transient) = match error {
         OciError::Unauthorized { .. } | OciError::Challenge { .. } => (UNAUTHORIZED, false),
         OciError::NotFound { .. } => (IMAGE_PULL_FAILED, false),
-        OciError::Http { .. } => (IMAGE_PULL_FAILED, true),
+        // A redirect the client refused (https to http, or a loop) will be
+        // refused again: retrying it at once only delays the failure.
+        OciError::Http { source, .. } => (IMAGE_PULL_FAILED, !source.is_redirect()),
         OciError::Status { status, .. } => (IMAGE_PULL_FAILED, *status == 429 || *status >= 500),
         OciError::ResponseTooLarge { .. } | OciError::BlobTooLarge { .. } => (TOO_LARGE, false),
         OciError::Extract { source, .. } => match source {

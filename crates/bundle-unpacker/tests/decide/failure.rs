@@ -168,3 +168,38 @@ fn a_deadline_failure_says_where_the_deadline_comes_from() {
             .contains("operatorframework.io/bundle-unpack-timeout")
     );
 }
+
+/// A registry that redirects every request back to itself, for ever.
+async fn redirect_loop() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let location = format!("http://{host}/v2/loop");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let location = location.clone();
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                let _ = stream.read(&mut buffer).await;
+                let reply = format!(
+                    "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    host
+}
+
+#[tokio::test]
+async fn a_refused_redirect_is_not_retried_as_transient() {
+    let host = redirect_loop().await;
+    let client = olm_oci::Client::new(olm_oci::ClientOptions::default().plain_http(&host)).unwrap();
+    let image = format!("{host}/fixture/bundle:v1");
+    let reference = olm_oci::Reference::parse(&image).unwrap();
+    let error = client.resolve(&reference).await.unwrap_err();
+    assert!(matches!(error, Error::Http { .. }), "{error:?}");
+    let failure = from_pull_error(&image, &error);
+    assert_eq!(failure.reason, IMAGE_PULL_FAILED);
+    assert!(!failure.transient, "{failure:?}");
+}
