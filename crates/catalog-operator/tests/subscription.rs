@@ -532,3 +532,97 @@ fn only_unreferenced_stuck_plans_are_superseded() {
         .collect();
     assert_eq!(superseded, ["old-stuck"]);
 }
+
+fn owned_plan(
+    name: &str,
+    generation: i64,
+    owner_uid: &str,
+    resolved: Option<&str>,
+) -> std::sync::Arc<InstallPlan> {
+    let mut plan: InstallPlan = serde_yaml_ng::from_str(&format!(
+        "{{apiVersion: operators.coreos.com/v1alpha1, kind: InstallPlan, metadata: {{name: {name}, namespace: ns, ownerReferences: [{{apiVersion: operators.coreos.com/v1alpha1, kind: Subscription, name: s, uid: {owner_uid}}}]}}, spec: {{clusterServiceVersionNames: [etcd.v2], approval: Automatic, approved: true, generation: {generation}}}}}"
+    ))
+    .unwrap();
+    if let Some(resolved) = resolved {
+        plan.metadata.annotations = Some(
+            [(
+                subscription::RESOLVED_SUBSCRIPTIONS.to_owned(),
+                resolved.to_owned(),
+            )]
+            .into(),
+        );
+    }
+    std::sync::Arc::new(plan)
+}
+
+#[test]
+fn a_plan_written_before_a_crash_is_adopted_not_written_again() {
+    let mut s = etcd();
+    s.metadata.uid = Some("sub-uid".to_owned());
+    let resolved = subscription::resolved_subscriptions_annotation([("s", "etcd.v2")]);
+    assert_eq!(resolved, r#"{"s":"etcd.v2"}"#);
+
+    // A fresh Subscription whose status was never written: the plan is its.
+    let fresh = SubscriptionStatus::default();
+    let plans = vec![owned_plan("install-aaaaa", 1, "sub-uid", Some(&resolved))];
+    let (plan, csv) = subscription::orphaned_plan(&s, &fresh, &plans).unwrap();
+    assert_eq!(
+        (plan.metadata.name.as_deref(), csv.as_str()),
+        (Some("install-aaaaa"), "etcd.v2")
+    );
+
+    // An upgrade's plan (generation 2) the status does not point at yet;
+    // the newest such plan wins.
+    let upgrading: SubscriptionStatus =
+        serde_yaml_ng::from_str("{installPlanGeneration: 1, currentCSV: etcd.v1}").unwrap();
+    let plans = vec![
+        owned_plan("install-aaaaa", 1, "sub-uid", Some(r#"{"s":"etcd.v1"}"#)),
+        owned_plan("install-bbbbb", 2, "sub-uid", Some(&resolved)),
+    ];
+    let (plan, _) = subscription::orphaned_plan(&s, &upgrading, &plans).unwrap();
+    assert_eq!(plan.metadata.name.as_deref(), Some("install-bbbbb"));
+
+    // Nothing to adopt: already recorded; another Subscription's plan (by
+    // uid or by name); a plan without the annotation (written by upstream).
+    let recorded: SubscriptionStatus =
+        serde_yaml_ng::from_str("{installPlanGeneration: 2}").unwrap();
+    assert!(subscription::orphaned_plan(&s, &recorded, &plans).is_none());
+    let others = vec![
+        owned_plan("install-ccccc", 3, "other-uid", Some(&resolved)),
+        owned_plan(
+            "install-ddddd",
+            3,
+            "sub-uid",
+            Some(r#"{"another":"etcd.v2"}"#),
+        ),
+        owned_plan("install-eeeee", 3, "sub-uid", None),
+    ];
+    assert!(subscription::orphaned_plan(&s, &upgrading, &others).is_none());
+}
+
+#[test]
+fn a_plan_created_without_its_status_is_filled_in_not_written_again() {
+    let mut s = etcd();
+    s.metadata.uid = Some("sub-uid".to_owned());
+    let csvs = vec!["etcd.v2".to_owned()];
+    let bare = owned_plan("install-aaaaa", 1, "sub-uid", None);
+    let plans = vec![bare.clone()];
+    assert_eq!(
+        subscription::unfinished_plan(std::slice::from_ref(&s), &plans, &csvs)
+            .and_then(|p| p.metadata.name.as_deref()),
+        Some("install-aaaaa")
+    );
+    // Another resolution, another owner, or a plan already written: no.
+    assert!(
+        subscription::unfinished_plan(std::slice::from_ref(&s), &plans, &["etcd.v3".to_owned()])
+            .is_none()
+    );
+    let mut stranger = s.clone();
+    stranger.metadata.uid = Some("other-uid".to_owned());
+    assert!(subscription::unfinished_plan(&[stranger], &plans, &csvs).is_none());
+    let mut written = bare.as_ref().clone();
+    written.status = Some(plan(
+        "{phase: Installing, catalogSources: [], plan: [{resolving: etcd.v2, resource: {sourceName: c, sourceNamespace: n, group: operators.coreos.com, version: v1alpha1, kind: ClusterServiceVersion, name: etcd.v2}, status: Unknown}]}",
+    ));
+    assert!(subscription::unfinished_plan(&[s], &[std::sync::Arc::new(written)], &csvs).is_none());
+}

@@ -187,6 +187,7 @@ async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
         let original = sub.status.clone().unwrap_or_default();
         let mut status = original.clone();
         adopt_generating_plan(sub, &mut status, &plans);
+        adopt_orphaned_plan(sub, &mut status, &plans);
         rules::update_catalog_health(sub, &mut status, &health, now);
         let plan = status
             .install_plan_ref
@@ -304,6 +305,28 @@ fn adopt_generating_plan(
     status.install_plan_generation = plan.spec.generation;
     status.state = Some(SubscriptionState::UPGRADE_PENDING);
     status.current_csv = sub.spec.starting_csv.clone();
+}
+
+/// Finishes a hand-off a crash interrupted: a plan was written for the
+/// Subscription but its status was not ([`rules::orphaned_plan`]).
+fn adopt_orphaned_plan(
+    sub: &Subscription,
+    status: &mut SubscriptionStatus,
+    plans: &[Arc<InstallPlan>],
+) {
+    let Some((plan, csv)) = rules::orphaned_plan(sub, status, plans) else {
+        return;
+    };
+    tracing::info!(
+        subscription = sub.name_any(),
+        plan = plan.name_any(),
+        "adopting the InstallPlan written for this subscription before a restart"
+    );
+    status.install_plan_ref = Some(reference(plan));
+    status.install_plan = Some(legacy_reference(plan));
+    status.install_plan_generation = plan.spec.generation;
+    status.current_csv = Some(csv);
+    status.state = Some(SubscriptionState::UPGRADE_PENDING);
 }
 
 fn reference(plan: &InstallPlan) -> ObjectReference {
@@ -652,19 +675,30 @@ async fn install(
 
     let subs: Vec<Subscription> = subscriptions.iter().map(|s| s.as_ref().clone()).collect();
     let existing: Vec<InstallPlan> = plans.iter().map(|p| p.as_ref().clone()).collect();
-    let generation = rules::next_install_plan_generation(&subs, &existing);
-    let approval = rules::namespace_approval(subscriptions.iter().map(AsRef::as_ref));
     let csv_names: Vec<String> = resolution
         .operators
         .iter()
         .map(|o| o.name.clone())
         .collect();
+    // A plan created for this very resolution whose status was never
+    // written (catalog-operator stopped in between) is filled in, not
+    // written a second time under the next generation.
+    let unfinished = rules::unfinished_plan(&subs, plans, &csv_names);
+    let generation = unfinished
+        .and_then(|p| p.spec.generation)
+        .unwrap_or_else(|| rules::next_install_plan_generation(&subs, &existing));
+    let approval = rules::namespace_approval(subscriptions.iter().map(AsRef::as_ref));
     // As upstream's ensureInstallPlan: nothing to install, no plan (an
     // empty plan would stay Installing forever).
     let plan = if plan_steps.is_empty() && lookups.is_empty() {
         None
     } else {
-        let name = install_plan_name(namespace, generation, &csv_names);
+        let name = unfinished
+            .and_then(|p| p.metadata.name.clone())
+            .unwrap_or_else(|| install_plan_name(namespace, generation, &csv_names));
+        let resolved = rules::resolved_subscriptions_annotation(
+            decisions.iter().map(|d| (d.name.as_str(), d.csv.as_str())),
+        );
         let plan = ensure_plan(
             context,
             namespace,
@@ -673,6 +707,7 @@ async fn install(
             generation,
             &approval,
             &csv_names,
+            &resolved,
         )
         .await?;
         let status = InstallPlanStatus {
@@ -780,6 +815,7 @@ async fn ensure_plan(
     generation: i64,
     approval: &Approval,
     csv_names: &[String],
+    resolved: &str,
 ) -> Result<InstallPlan, Error> {
     let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
     if let Some(found) = api.get_opt(name).await.map_err(kube_error(format!(
@@ -805,6 +841,7 @@ async fn ensure_plan(
             "name": name,
             "namespace": namespace,
             "labels": BTreeMap::from([(labels::MANAGED, labels::MANAGED_VALUE)]),
+            "annotations": BTreeMap::from([(rules::RESOLVED_SUBSCRIPTIONS, resolved)]),
             "ownerReferences": owners,
         },
         "spec": {

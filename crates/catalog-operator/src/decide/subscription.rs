@@ -586,3 +586,99 @@ pub fn superseded_stuck_plans<'a>(
         })
         .collect()
 }
+
+/// Annotation on an InstallPlan naming, for each Subscription it was
+/// resolved for, the CSV chosen for it (a JSON object, Subscription name to
+/// CSV name). Ours, not upstream's: it lets a restarted catalog-operator
+/// finish the hand-off a crash interrupted (see [`orphaned_plan`]).
+pub const RESOLVED_SUBSCRIPTIONS: &str = "olm.catalog-operator/resolved-subscriptions";
+
+/// The annotation value for `decisions` (Subscription name, CSV name).
+pub fn resolved_subscriptions_annotation<'a>(
+    decisions: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> String {
+    let map: std::collections::BTreeMap<&str, &str> = decisions.into_iter().collect();
+    serde_json::to_string(&map).unwrap_or_default()
+}
+
+/// A plan written for `sub` that its status does not point at yet: the
+/// newest plan owned by the Subscription (by uid) whose
+/// [`RESOLVED_SUBSCRIPTIONS`] annotation names it, with a generation above
+/// the one its status records. That happens only when catalog-operator
+/// stopped between creating a plan and writing the Subscription's status;
+/// resolving again instead would write a second plan, or find the first
+/// plan's CSV installed and claimed by nobody. Returns the plan and the CSV
+/// it chose for the Subscription.
+pub fn orphaned_plan<'a>(
+    sub: &Subscription,
+    status: &SubscriptionStatus,
+    plans: &'a [std::sync::Arc<InstallPlan>],
+) -> Option<(&'a InstallPlan, String)> {
+    let uid = sub.metadata.uid.as_deref().filter(|u| !u.is_empty())?;
+    let name = sub.metadata.name.as_deref()?;
+    let recorded = status.install_plan_generation.unwrap_or(0);
+    plans
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.uid == uid)
+        })
+        .filter(|p| p.spec.generation.unwrap_or(0) > recorded)
+        .filter_map(|p| {
+            let resolved = p
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(RESOLVED_SUBSCRIPTIONS)?;
+            let map: std::collections::BTreeMap<String, String> =
+                serde_json::from_str(resolved).ok()?;
+            Some((p.as_ref(), map.get(name)?.clone()))
+        })
+        .max_by_key(|(p, _)| p.spec.generation.unwrap_or(0))
+}
+
+/// A plan created for exactly the CSVs `csvs` by one of `subscriptions`
+/// (an owner by uid) that has neither steps nor lookups yet: its status
+/// was never written because catalog-operator stopped right after creating
+/// it. The newest such plan, to be filled in rather than written again.
+pub fn unfinished_plan<'a>(
+    subscriptions: &[Subscription],
+    plans: &'a [std::sync::Arc<InstallPlan>],
+    csvs: &[String],
+) -> Option<&'a InstallPlan> {
+    let uids: Vec<&str> = subscriptions
+        .iter()
+        .filter_map(|s| s.metadata.uid.as_deref())
+        .collect();
+    let mut wanted: Vec<&str> = csvs.iter().map(String::as_str).collect();
+    wanted.sort_unstable();
+    plans
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| uids.contains(&o.uid.as_str()))
+        })
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .is_none_or(|s| s.plan.is_empty() && s.bundle_lookups.is_empty())
+        })
+        .filter(|p| {
+            let mut names: Vec<&str> = p
+                .spec
+                .cluster_service_version_names
+                .iter()
+                .map(String::as_str)
+                .collect();
+            names.sort_unstable();
+            names == wanted
+        })
+        .max_by_key(|p| p.spec.generation.unwrap_or(0))
+}

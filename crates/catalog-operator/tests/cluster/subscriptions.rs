@@ -310,3 +310,94 @@ async fn an_unsatisfiable_subscription_reports_resolution_failed() {
     .await;
     operator.stop().await;
 }
+
+/// catalog-operator stopped after writing a plan and before writing the
+/// Subscription's status (the window a SIGKILL can hit): when it comes back,
+/// the Subscription adopts that plan instead of a second one being written.
+#[tokio::test]
+async fn a_plan_whose_subscription_status_was_never_written_is_adopted() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("sub-orphan").await;
+    let client = plane.client().await;
+    let (server, _dir, _group) = serve_widgets(ns.name()).await;
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
+    catalogs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "widgets-catalog"},
+                "spec": {"sourceType": "grpc", "address": server.addr().to_string()}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    managing_group(
+        &client,
+        ns.name(),
+        "og",
+        json!({"targetNamespaces": [ns.name()]}),
+    )
+    .await;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
+    let sub = subs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+                "metadata": {"name": "widgets"},
+                "spec": {"name": "widgets", "channel": "stable", "source": "widgets-catalog", "sourceNamespace": ns.name()}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // What the stopped operator had written: the plan, owned by the
+    // Subscription and naming the CSV chosen for it, and nothing else.
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    plans
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+                "metadata": {
+                    "name": "install-orphn",
+                    "annotations": {"olm.catalog-operator/resolved-subscriptions": "{\"widgets\":\"widgets.v2.0.0\"}"},
+                    "ownerReferences": [{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+                        "name": "widgets", "uid": sub.metadata.uid.clone().unwrap()}]
+                },
+                "spec": {"clusterServiceVersionNames": ["widgets.v2.0.0"], "approval": "Automatic", "approved": true, "generation": 1}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    let operator = RunningOperator::start(ns.name()).await;
+    let status = eventually("the Subscription adopts the plan", WAIT, || async {
+        let sub = subs.get("widgets").await.map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(sub.status.unwrap_or_default()).unwrap();
+        if status["installPlanRef"]["name"] == "install-orphn" {
+            Ok(status)
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    assert_eq!(status["currentCSV"], "widgets.v2.0.0");
+    // Several resolutions later, still one plan.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let names: Vec<String> = plans
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["install-orphn"]);
+    operator.stop().await;
+}
