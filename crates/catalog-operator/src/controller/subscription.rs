@@ -702,12 +702,14 @@ async fn install(
         let plan = ensure_plan(
             context,
             namespace,
-            &name,
             subscriptions,
-            generation,
-            &approval,
-            &csv_names,
-            &resolved,
+            PlanSpec {
+                name: &name,
+                generation,
+                approval: &approval,
+                csv_names: &csv_names,
+                resolved: &resolved,
+            },
         )
         .await?;
         let status = InstallPlanStatus {
@@ -807,16 +809,29 @@ fn bundle_lookup(
     }
 }
 
+/// What a new InstallPlan is made of.
+struct PlanSpec<'a> {
+    name: &'a str,
+    generation: i64,
+    approval: &'a Approval,
+    csv_names: &'a [String],
+    /// The [`rules::RESOLVED_SUBSCRIPTIONS`] annotation.
+    resolved: &'a str,
+}
+
 async fn ensure_plan(
     context: &Context,
     namespace: &str,
-    name: &str,
     subscriptions: &[Arc<Subscription>],
-    generation: i64,
-    approval: &Approval,
-    csv_names: &[String],
-    resolved: &str,
+    spec: PlanSpec<'_>,
 ) -> Result<InstallPlan, Error> {
+    let PlanSpec {
+        name,
+        generation,
+        approval,
+        csv_names,
+        resolved,
+    } = spec;
     let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
     if let Some(found) = api.get_opt(name).await.map_err(kube_error(format!(
         "reading InstallPlan {namespace}/{name}"
