@@ -59,12 +59,12 @@ pub struct IdentityUnavailable(pub String);
 /// - The group names an account: the account recorded in its
 ///   `status.serviceAccountRef` (set by olm-operator once the account
 ///   exists), never the spec field alone; until then, refused.
-pub fn install_service_account(
+pub fn install_service_account<'a>(
     namespace: &str,
-    groups: &[OperatorGroup],
+    groups: impl IntoIterator<Item = &'a OperatorGroup>,
 ) -> Result<Option<ObjectReference>, IdentityUnavailable> {
     let managing: Vec<&OperatorGroup> = groups
-        .iter()
+        .into_iter()
         .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
         .filter(|g| g.status.as_ref().is_some_and(|s| !s.namespaces.is_empty()))
         .collect();

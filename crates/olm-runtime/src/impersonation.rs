@@ -12,7 +12,10 @@
 use http::HeaderValue;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use olm_api::install_identity::{IdentityUnavailable, impersonation};
+use olm_api::{
+    install_identity::{IdentityUnavailable, impersonation, install_service_account},
+    operator_group::OperatorGroup,
+};
 
 /// A client that sends every request of `client` as the ServiceAccount
 /// `reference`. It shares `client`'s connections, credentials and layers
@@ -48,4 +51,19 @@ pub fn impersonating(
         async move { base.send(request).await }
     });
     Ok(Client::new(service, client.default_namespace()))
+}
+
+/// The client the operators of `namespace` are installed with, by the one
+/// identity rule ([`install_service_account`]) over `groups` (the cached
+/// OperatorGroups; those of other namespaces are ignored): `base` itself,
+/// or `base` impersonating the account, returned with its reference.
+pub fn install_client<'a>(
+    base: &Client,
+    namespace: &str,
+    groups: impl IntoIterator<Item = &'a OperatorGroup>,
+) -> Result<(Client, Option<ObjectReference>), IdentityUnavailable> {
+    match install_service_account(namespace, groups)? {
+        None => Ok((base.clone(), None)),
+        Some(reference) => Ok((impersonating(base, &reference)?, Some(reference))),
+    }
 }

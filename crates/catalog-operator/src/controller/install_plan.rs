@@ -19,12 +19,11 @@ use kube::{
 };
 use olm_api::{
     csv::ClusterServiceVersion,
-    install_identity::{IdentityUnavailable, install_service_account},
+    install_identity::IdentityUnavailable,
     install_plan::{InstallPlan, InstallPlanStatus, Step, StepStatus},
     labels,
-    operator_group::OperatorGroup,
 };
-use olm_runtime::{apply, impersonation::impersonating};
+use olm_runtime::{apply, impersonation::install_client};
 
 use super::{Context, FIELD_MANAGER};
 use crate::decide::install_plan::{self as decide, Execution, PlanAction};
@@ -935,25 +934,14 @@ fn attenuated_client(
     namespace: &str,
     status: &mut InstallPlanStatus,
 ) -> Result<kube::Client, IdentityUnavailable> {
-    let groups: Vec<OperatorGroup> = context
-        .caches
-        .operator_groups
-        .state()
-        .iter()
-        .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
-        .map(|g| OperatorGroup::clone(g))
-        .collect();
-    match install_service_account(namespace, &groups)? {
-        None => {
-            status.attenuated_service_account_ref = None;
-            Ok(context.plan_client.clone())
-        }
-        Some(reference) => {
-            let client = impersonating(&context.plan_client, &reference)?;
-            status.attenuated_service_account_ref = Some(reference);
-            Ok(client)
-        }
-    }
+    let groups = context.caches.operator_groups.state();
+    let (client, reference) = install_client(
+        &context.plan_client,
+        namespace,
+        groups.iter().map(AsRef::as_ref),
+    )?;
+    status.attenuated_service_account_ref = reference;
+    Ok(client)
 }
 
 /// A client for carrying out plans: every response that carries a

@@ -601,6 +601,15 @@ pub fn resolved_subscriptions_annotation<'a>(
     serde_json::to_string(&map).unwrap_or_default()
 }
 
+/// Whether one of the Subscriptions `uids` owns `plan`.
+fn owned_by(plan: &InstallPlan, uids: &[&str]) -> bool {
+    plan.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| uids.contains(&o.uid.as_str()))
+}
+
 /// A plan written for `sub` that its status does not point at yet: the
 /// newest plan owned by the Subscription (by uid) whose
 /// [`RESOLVED_SUBSCRIPTIONS`] annotation names it, with a generation above
@@ -619,13 +628,7 @@ pub fn orphaned_plan<'a>(
     let recorded = status.install_plan_generation.unwrap_or(0);
     plans
         .iter()
-        .filter(|p| {
-            p.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.uid == uid)
-        })
+        .filter(|p| owned_by(p, &[uid]))
         .filter(|p| p.spec.generation.unwrap_or(0) > recorded)
         .filter_map(|p| {
             let resolved = p
@@ -658,13 +661,7 @@ pub fn unfinished_plan<'a>(
     plans
         .iter()
         .map(AsRef::as_ref)
-        .filter(|p| {
-            p.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| uids.contains(&o.uid.as_str()))
-        })
+        .filter(|p| owned_by(p, &uids))
         .filter(|p| {
             p.status
                 .as_ref()

@@ -7,15 +7,13 @@ use std::{
     time::Duration,
 };
 
-use kube::{Api, api::PostParams};
-use olm_api::{
-    catalog_source::CatalogSource, csv::ClusterServiceVersion, install_plan::InstallPlan,
-    subscription::Subscription,
-};
+use kube::Api;
+use olm_api::{csv::ClusterServiceVersion, install_plan::InstallPlan, subscription::Subscription};
 use serde_json::json;
 
 use crate::{
-    eventually, init_logs, managing_group, olm_crds_installed, subscriptions::serve_widgets,
+    eventually, init_logs, managing_group, olm_crds_installed,
+    subscriptions::{serve_widgets, subscribe, widgets_catalog},
 };
 
 /// The binary as a child process; killed (SIGKILL) when dropped.
@@ -58,32 +56,10 @@ async fn the_binary_installs_and_survives_sigkill_without_duplicates() {
     let ns = plane.namespace("binary").await;
     let client = plane.client().await;
     let (server, _dir, group) = serve_widgets(ns.name()).await;
-    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
-    catalogs
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "widgets-catalog"},
-                "spec": {"sourceType": "grpc", "address": server.addr().to_string()}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    widgets_catalog(&client, ns.name(), &server.addr().to_string()).await;
     managing_group(&client, ns.name(), "og", json!({})).await;
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
-    subs.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-            "metadata": {"name": "widgets"},
-            "spec": {"name": "widgets", "channel": "stable", "source": "widgets-catalog", "sourceNamespace": ns.name()}
-        }))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+    subscribe(&client, ns.name(), "widgets").await;
 
     // Killed as soon as the InstallPlan exists, before it can finish.
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());

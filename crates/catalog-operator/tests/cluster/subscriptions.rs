@@ -88,6 +88,44 @@ pub(crate) async fn serve_widgets(tag: &str) -> (RunningServer, tempfile::TempDi
     (server, dir, group)
 }
 
+/// Creates the grpc CatalogSource `widgets-catalog` at `address`.
+pub(crate) async fn widgets_catalog(client: &kube::Client, namespace: &str, address: &str) {
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
+    catalogs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "widgets-catalog"},
+                "spec": {"sourceType": "grpc", "address": address}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// Creates the Subscription `package` to `package`'s stable channel in
+/// `widgets-catalog`.
+pub(crate) async fn subscribe(
+    client: &kube::Client,
+    namespace: &str,
+    package: &str,
+) -> Subscription {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), namespace);
+    subs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": package},
+            "spec": {"name": package, "channel": "stable", "source": "widgets-catalog", "sourceNamespace": namespace}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn a_subscription_is_resolved_and_installed() {
     init_logs();
@@ -98,19 +136,7 @@ async fn a_subscription_is_resolved_and_installed() {
     let (server, _dir, group) = serve_widgets(ns.name()).await;
     let operator = RunningOperator::start(ns.name()).await;
 
-    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
-    catalogs
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "widgets-catalog"},
-                "spec": {"sourceType": "grpc", "address": server.addr().to_string()}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    widgets_catalog(&client, ns.name(), &server.addr().to_string()).await;
     managing_group(
         &client,
         ns.name(),
@@ -119,17 +145,7 @@ async fn a_subscription_is_resolved_and_installed() {
     )
     .await;
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
-    subs.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-            "metadata": {"name": "widgets"},
-            "spec": {"name": "widgets", "channel": "stable", "source": "widgets-catalog", "sourceNamespace": ns.name()}
-        }))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+    subscribe(&client, ns.name(), "widgets").await;
 
     // The head of the channel is chosen, an InstallPlan is written and
     // carried out, and the Subscription settles at the latest version.
@@ -236,32 +252,10 @@ async fn an_unsatisfiable_subscription_reports_resolution_failed() {
     let client = plane.client().await;
     let (server, _dir, _group) = serve_widgets(ns.name()).await;
     let operator = RunningOperator::start(ns.name()).await;
-    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
-    catalogs
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "widgets-catalog"},
-                "spec": {"sourceType": "grpc", "address": server.addr().to_string()}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    widgets_catalog(&client, ns.name(), &server.addr().to_string()).await;
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
     managing_group(&client, ns.name(), "og", json!({})).await;
-    subs.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-            "metadata": {"name": "gadgets"},
-            "spec": {"name": "gadgets", "channel": "stable", "source": "widgets-catalog", "sourceNamespace": ns.name()}
-        }))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+    subscribe(&client, ns.name(), "gadgets").await;
     // Early passes may fail for other reasons (the catalog not connected
     // yet); the pass that settles names the missing package.
     let condition = eventually("ResolutionFailed", WAIT, || async {
@@ -322,19 +316,7 @@ async fn a_plan_whose_subscription_status_was_never_written_is_adopted() {
     let ns = plane.namespace("sub-orphan").await;
     let client = plane.client().await;
     let (server, _dir, _group) = serve_widgets(ns.name()).await;
-    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
-    catalogs
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "widgets-catalog"},
-                "spec": {"sourceType": "grpc", "address": server.addr().to_string()}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    widgets_catalog(&client, ns.name(), &server.addr().to_string()).await;
     managing_group(
         &client,
         ns.name(),
@@ -343,18 +325,7 @@ async fn a_plan_whose_subscription_status_was_never_written_is_adopted() {
     )
     .await;
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns.name());
-    let sub = subs
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-                "metadata": {"name": "widgets"},
-                "spec": {"name": "widgets", "channel": "stable", "source": "widgets-catalog", "sourceNamespace": ns.name()}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let sub = subscribe(&client, ns.name(), "widgets").await;
     // What the stopped operator had written: the plan, owned by the
     // Subscription and naming the CSV chosen for it, and nothing else.
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());

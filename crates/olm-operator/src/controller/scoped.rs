@@ -40,9 +40,8 @@ use crate::{
         csv_phase::detected_cluster_change,
         csv_status,
         scoped::{
-            IdentityUnavailable, ServiceAccountLookup, install_service_account,
-            namespace_group_labels, namespace_label_patch, requested_service_account,
-            service_account_reference,
+            IdentityUnavailable, ServiceAccountLookup, namespace_group_labels,
+            namespace_label_patch, requested_service_account, service_account_reference,
         },
     },
 };
@@ -55,18 +54,13 @@ pub(crate) fn install_client(
     csv: &ClusterServiceVersion,
 ) -> Result<Client, IdentityUnavailable> {
     let namespace = csv.metadata.namespace.as_deref().unwrap_or_default();
-    let groups: Vec<OperatorGroup> = context
-        .caches
-        .operator_groups
-        .state()
-        .iter()
-        .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
-        .map(|g| OperatorGroup::clone(g))
-        .collect();
-    match install_service_account(namespace, &groups)? {
-        None => Ok(context.client.clone()),
-        Some(reference) => olm_runtime::impersonation::impersonating(&context.client, &reference),
-    }
+    let groups = context.caches.operator_groups.state();
+    olm_runtime::impersonation::install_client(
+        &context.client,
+        namespace,
+        groups.iter().map(AsRef::as_ref),
+    )
+    .map(|(client, _)| client)
 }
 
 /// Looks up the group's ServiceAccount (uncached: until OLM labels it, the
