@@ -294,6 +294,15 @@ impl Client {
     /// The image manifest for this client's platform (following an index)
     /// and the image config.
     pub async fn pull_manifest(&self, reference: &Reference) -> Result<PulledManifest, Error> {
+        let (pulled, _) = self.pull_manifest_and_config(reference).await?;
+        Ok(pulled)
+    }
+
+    /// [`Client::pull_manifest`], with the config blob as fetched.
+    pub(crate) async fn pull_manifest_and_config(
+        &self,
+        reference: &Reference,
+    ) -> Result<(PulledManifest, Bytes), Error> {
         let (manifest, digest) = self.fetch_manifest(reference).await?;
         let (manifest, digest) = match manifest {
             Manifest::Image(image) => (image, digest),
@@ -327,11 +336,14 @@ impl Client {
                 reference: reference.to_string(),
                 source,
             })?;
-        Ok(PulledManifest {
-            digest,
-            manifest,
-            config,
-        })
+        Ok((
+            PulledManifest {
+                digest,
+                manifest,
+                config,
+            },
+            config_bytes,
+        ))
     }
 
     async fn blob_response(

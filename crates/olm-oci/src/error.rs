@@ -114,6 +114,28 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A base image whose layers together are larger than the limit.
+    #[error(
+        "base image {reference}: its layers are {size} bytes, more than the limit of {limit} bytes"
+    )]
+    BaseImageTooLarge {
+        /// The image.
+        reference: String,
+        /// The sum of its layers' sizes.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// An image config whose `rootfs.diff_ids` does not name each layer.
+    #[error("config of {reference}: {diff_ids} diff_ids for {layers} layers")]
+    DiffIdsMismatch {
+        /// The image.
+        reference: String,
+        /// How many diff_ids the config lists.
+        diff_ids: usize,
+        /// How many layers the manifest lists.
+        layers: usize,
+    },
     /// An index without the wanted platform.
     #[error("{reference}: no image for platform {platform} in the index")]
     NoPlatform {
@@ -156,10 +178,13 @@ impl Error {
             Self::NotFound { .. } => "not_found",
             Self::Unauthorized { .. } | Self::Challenge { .. } => "unauthorized",
             Self::Status { .. } | Self::Protocol { .. } => "registry",
-            Self::ResponseTooLarge { .. } | Self::BlobTooLarge { .. } => "too_large",
+            Self::ResponseTooLarge { .. }
+            | Self::BlobTooLarge { .. }
+            | Self::BaseImageTooLarge { .. } => "too_large",
             Self::DigestMismatch { .. } | Self::SizeMismatch { .. } => "integrity",
             Self::Manifest { .. }
             | Self::Config { .. }
+            | Self::DiffIdsMismatch { .. }
             | Self::NoPlatform { .. }
             | Self::NestedIndex { .. } => "manifest",
             Self::Extract { .. } => "layer",

@@ -12,8 +12,10 @@
 //! * [`layer`]: bounded extraction of tar / gzip / zstd layers into a
 //!   directory or memory (sizes, entries, ratio, traversal, links,
 //!   whiteouts, path prefixes);
-//! * [`build`]: a reproducible single-layer OCI image from local files;
-//! * [`image`]: pull whole images and push built ones;
+//! * [`build`]: a reproducible OCI image from local files, alone or on a
+//!   base image;
+//! * [`image`]: pull whole images (to extract, or to build on) and push
+//!   built ones;
 //! * [`policy`]: the allowed-registries policy.
 //!
 //! ```no_run
@@ -46,11 +48,11 @@ pub mod policy;
 pub mod reference;
 
 pub use auth::{Credentials, DockerConfig};
-pub use build::{BuiltImage, ImageBuilder};
+pub use build::{BaseImage, BuiltImage, ImageBuilder};
 pub use client::{Client, ClientOptions, PulledManifest};
 pub use digest::Digest;
 pub use error::Error;
-pub use image::PulledImage;
+pub use image::{MAX_BASE_IMAGE_BYTES, PulledImage};
 pub use layer::{ExtractLimits, ExtractOptions};
 pub use manifest::Platform;
 pub use reference::Reference;

@@ -1,7 +1,8 @@
 //! olm-oci against the real docker-registry on loopback: push a built
 //! image, resolve it, pull it back into memory and into a directory, skip
-//! blobs the registry has, detect tampering, and authenticate with basic
-//! credentials through the registry's challenge.
+//! blobs the registry has, detect tampering, pull a base image whole and
+//! build on it, and authenticate with basic credentials through the
+//! registry's challenge.
 #![allow(clippy::unwrap_used)]
 
 use bytes::Bytes;
@@ -267,4 +268,104 @@ async fn basic_auth_through_the_registry_challenge() {
         .unwrap();
     assert_eq!(pulled.manifest.digest, digest);
     assert_eq!(pulled.files.len(), 3);
+}
+
+#[tokio::test]
+async fn base_images_are_pulled_whole_and_built_on_within_a_limit() {
+    let registry = Registry::start().unwrap();
+    let client = client_for(&registry);
+    let base_ref = Reference::parse(&format!("{}/olm/fixture-base:v1", registry.host())).unwrap();
+    let lower = ImageBuilder::new()
+        .add_executable("bin/fixture-tool", b"#!/bin/sh\n".to_vec())
+        .unwrap()
+        .entrypoint(&["/bin/fixture-tool"])
+        .user("1001")
+        .build()
+        .unwrap();
+    let base = ImageBuilder::new()
+        .on_base(lower.as_base())
+        .add_file("etc/motd", b"fixture base\n".to_vec())
+        .unwrap()
+        .build()
+        .unwrap();
+    client.push_image(&base_ref, &base).await.unwrap();
+
+    let pulled = client.pull_base(&base_ref).await.unwrap();
+    assert_eq!(pulled.digest(), &base.manifest_digest);
+    assert_eq!(pulled.manifest(), &base.parsed);
+    assert_eq!(pulled.layers(), [lower.layer.clone(), base.layer.clone()]);
+    assert_eq!(pulled.config().config.user.as_deref(), Some("1001"));
+
+    // Built on it and pushed to another repository, which has none of the
+    // base's blobs: they are uploaded too, and the image reads whole.
+    let catalog_ref =
+        Reference::parse(&format!("{}/olm/fixture-catalog:v1", registry.host())).unwrap();
+    let catalog = ImageBuilder::new()
+        .on_base(pulled)
+        .add_file("configs/catalog.json", b"{}".to_vec())
+        .unwrap()
+        .build()
+        .unwrap();
+    client.push_image(&catalog_ref, &catalog).await.unwrap();
+    let read = client
+        .pull_to_memory(&catalog_ref, &ExtractOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(read.manifest.manifest.layers.len(), 3);
+    assert_eq!(
+        read.files.keys().collect::<Vec<_>>(),
+        ["bin/fixture-tool", "configs/catalog.json", "etc/motd"]
+    );
+
+    // A limit one byte under the layers' sum refuses the base.
+    let total: u64 = base.parsed.layers.iter().map(|l| l.size).sum();
+    let error = client
+        .pull_base_within(&base_ref, total - 1)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::BaseImageTooLarge { size, .. } if size == total),
+        "{error}"
+    );
+    assert!(error.to_string().contains("olm/fixture-base:v1"), "{error}");
+    assert!(client.pull_base_within(&base_ref, total).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_base_whose_config_does_not_name_each_layer_is_refused() {
+    let registry = Registry::start().unwrap();
+    let client = client_for(&registry);
+    let reference = Reference::parse(&format!("{}/olm/odd-base:v1", registry.host())).unwrap();
+    let image = sample_image();
+    let mut config: serde_json::Value = serde_json::from_slice(&image.config).unwrap();
+    config["rootfs"]["diff_ids"] = serde_json::json!([]);
+    let config = Bytes::from(serde_json::to_vec(&config).unwrap());
+    let mut manifest = image.parsed.clone();
+    manifest.config.digest = Digest::of(&config);
+    manifest.config.size = config.len() as u64;
+    client
+        .push_blob(&reference, image.layer.clone())
+        .await
+        .unwrap();
+    client.push_blob(&reference, config).await.unwrap();
+    client
+        .push_manifest(
+            &reference,
+            olm_oci::manifest::OCI_MANIFEST,
+            Bytes::from(serde_json::to_vec(&manifest).unwrap()),
+        )
+        .await
+        .unwrap();
+    let error = client.pull_base(&reference).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::DiffIdsMismatch {
+                diff_ids: 0,
+                layers: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
 }

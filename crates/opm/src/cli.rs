@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::images::DEFAULT_OPM_IMAGE;
+
 /// operator package manager
 #[derive(Debug, Parser)]
 #[command(
@@ -227,7 +229,7 @@ pub(crate) enum AlphaBundle {
 #[derive(Debug, Subcommand)]
 pub(crate) enum AlphaCatalog {
     /// Build a catalog image from a file-based catalog directory and push it, with no container engine
-    Push(PushArgs),
+    Push(CatalogPushArgs),
 }
 
 #[derive(Debug, Args)]
@@ -241,6 +243,15 @@ pub(crate) struct PushArgs {
     /// Reach the image's registry over plain HTTP (for loopback registries)
     #[arg(long)]
     pub insecure: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CatalogPushArgs {
+    #[command(flatten)]
+    pub push: PushArgs,
+    /// Image to build the catalog image on; its /bin/opm serves /configs. "scratch" builds an image of the catalog alone, with no entrypoint
+    #[arg(long, default_value = DEFAULT_OPM_IMAGE)]
+    pub base_image: String,
 }
 
 #[cfg(test)]
@@ -267,5 +278,17 @@ mod tests {
         assert!(parse(&["--skip-tls=true"]).unwrap().use_http);
         assert!(parse(&["--use-http"]).unwrap().use_http);
         assert!(!parse(&[]).unwrap().use_http);
+    }
+
+    #[test]
+    fn catalogs_are_built_on_this_versions_opm_image_by_default() {
+        let cli = Cli::try_parse_from(["opm", "alpha", "catalog", "push", "dir", "image"]).unwrap();
+        let Some(Command::Alpha(Alpha::Catalog(AlphaCatalog::Push(args)))) = cli.command else {
+            panic!("not catalog push: {cli:?}");
+        };
+        assert_eq!(args.base_image, DEFAULT_OPM_IMAGE);
+        let reference = olm_oci::Reference::parse(DEFAULT_OPM_IMAGE).unwrap();
+        assert_eq!(reference.registry(), "ghcr.io");
+        assert_eq!(reference.tag(), Some(env!("CARGO_PKG_VERSION")));
     }
 }

@@ -1,24 +1,28 @@
-//! `opm generate dockerfile`: upstream's catalog Dockerfile, byte for byte.
+//! `opm generate dockerfile`: upstream's catalog Dockerfile, byte for byte,
+//! except that the builder and base images default to this version's `opm`
+//! image instead of upstream's `quay.io/operator-framework/opm:latest`: the
+//! builder's `opm serve --cache-only` writes the cache the base's `opm
+//! serve` reads, so both are the `opm` that serves the catalog.
 
 use std::{collections::BTreeMap, path::Path, process::ExitCode};
 
 use anyhow::bail;
 
-use crate::{cli::DockerfileArgs, images::CONFIGS_LOCATION_LABEL};
-
-/// The image upstream builds catalogs from and on.
-pub(crate) const DEFAULT_BINARY_SOURCE_IMAGE: &str = "quay.io/operator-framework/opm:latest";
+use crate::{
+    cli::DockerfileArgs,
+    images::{CONFIGS_LOCATION_LABEL, DEFAULT_OPM_IMAGE},
+};
 
 pub(crate) fn run(args: &DockerfileArgs) -> anyhow::Result<ExitCode> {
     let base = args
         .binary_image
         .clone()
         .or_else(|| args.base_image.clone())
-        .unwrap_or_else(|| DEFAULT_BINARY_SOURCE_IMAGE.to_owned());
+        .unwrap_or_else(|| DEFAULT_OPM_IMAGE.to_owned());
     let mut builder = args
         .builder_image
         .clone()
-        .unwrap_or_else(|| DEFAULT_BINARY_SOURCE_IMAGE.to_owned());
+        .unwrap_or_else(|| DEFAULT_OPM_IMAGE.to_owned());
     if builder == "scratch" {
         bail!("invalid builder image: {builder:?}");
     }

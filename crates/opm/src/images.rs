@@ -21,6 +21,10 @@ pub(crate) const BUNDLE_PACKAGE_LABEL: &str = "operators.operatorframework.io.bu
 pub(crate) const DB_LOCATION_LABEL: &str = "operators.operatorframework.io.index.database.v1";
 /// Where catalog images built here keep the catalog.
 pub(crate) const CONFIGS_DIR: &str = "/configs";
+/// The `opm` image published with this version (`cargo xtask image`): what
+/// catalog images are built on by default, so that they serve themselves.
+pub(crate) const DEFAULT_OPM_IMAGE: &str =
+    concat!("ghcr.io/olm-rs/opm:", env!("CARGO_PKG_VERSION"));
 
 /// A client for `reference`'s registry.
 pub(crate) fn client_for(

@@ -3,7 +3,8 @@
 //! and `alpha render-template basic`: same subcommands, flags, output (JSON
 //! by default, `-o yaml`) and exit codes (0 on success, 1 on any error,
 //! including usage errors). Beyond upstream, `alpha bundle push` and
-//! `alpha catalog push` build and publish images with no container engine.
+//! `alpha catalog push` build and publish images with no container engine,
+//! catalogs on top of an `opm` image so that they serve themselves.
 //!
 //! Images are pulled and pushed with `olm-oci`; catalogs and bundles are
 //! read, validated and written by `olm-catalog`; `serve` is `olm-registry`'s

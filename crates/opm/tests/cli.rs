@@ -268,17 +268,21 @@ fn generate_dockerfile_writes_upstreams_text() {
     ]);
     assert_exit(&output, 0);
     let text = std::fs::read_to_string(dir.path().join("my-catalog.Dockerfile")).unwrap();
+    // Upstream's text, with this version's opm image as the default builder
+    // and base where upstream has quay.io/operator-framework/opm:latest.
+    let opm_image = concat!("ghcr.io/olm-rs/opm:", env!("CARGO_PKG_VERSION"));
     assert_eq!(
         text,
-        r#"# The builder image is expected to contain
+        format!(
+            r#"# The builder image is expected to contain
 # /bin/opm (with serve subcommand)
-FROM quay.io/operator-framework/opm:latest as builder
+FROM {opm_image} as builder
 
 # Copy FBC root into image at /configs and pre-populate serve cache
 ADD my-catalog /configs
 RUN ["/bin/opm", "serve", "/configs", "--cache-dir=/tmp/cache", "--cache-only"]
 
-FROM quay.io/operator-framework/opm:latest
+FROM {opm_image}
 # The base image is expected to contain
 # /bin/opm (with serve subcommand) and /bin/grpc_health_probe
 
@@ -297,6 +301,7 @@ LABEL operators.operatorframework.io.index.configs.v1=/configs
 LABEL "a"="1"
 LABEL "b"="2"
 "#
+        )
     );
     // It never overwrites.
     assert_exit(

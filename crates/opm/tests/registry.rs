@@ -1,6 +1,7 @@
-//! `opm alpha bundle push` / `alpha catalog push`, then `opm render IMAGE`
-//! and `opm alpha render-template basic`, against the real docker-registry
-//! on loopback; and `opm serve` answering a registry client.
+//! `opm alpha bundle push` / `alpha catalog push` (alone, and on a base
+//! image), then `opm render IMAGE` and `opm alpha render-template basic`,
+//! against the real docker-registry on loopback; and `opm serve` answering
+//! a registry client.
 #![allow(clippy::unwrap_used)]
 
 use std::{
@@ -142,6 +143,8 @@ fn catalog_push_then_render_from_the_registry() {
         catalog.to_str().unwrap(),
         &image,
         "--insecure",
+        "--base-image",
+        "scratch",
     ]));
     let from_image = ok(opm(&["render", "--use-http", &image]));
     let from_dir = ok(opm(&["render", catalog.to_str().unwrap()]));
@@ -155,9 +158,154 @@ fn catalog_push_then_render_from_the_registry() {
         fixture("invalid-catalog").to_str().unwrap(),
         &bad,
         "--insecure",
+        "--base-image",
+        "scratch",
     ]);
     assert_eq!(output.status.code(), Some(1));
     let output = opm(&["render", "--use-http", &bad]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not found"));
+}
+
+/// A stand-in for the `opm` image: an executable at `/bin/opm`, a user, an
+/// environment, a label, and an entrypoint and command of its own that the
+/// catalog image must replace.
+fn fixture_opm_base() -> olm_oci::BuiltImage {
+    olm_oci::ImageBuilder::new()
+        .add_executable("bin/opm", b"#!/bin/sh\necho fixture opm\n".to_vec())
+        .unwrap()
+        .add_file(
+            "etc/passwd",
+            b"nonroot:x:65532:65532::/home/nonroot:/sbin/nologin\n".to_vec(),
+        )
+        .unwrap()
+        .entrypoint(&["/bin/fixture-entrypoint"])
+        .cmd(&["--fixture-flag"])
+        .user("65532:65532")
+        .env("PATH", "/bin")
+        .label("org.opencontainers.image.title", "fixture-opm")
+        .build()
+        .unwrap()
+}
+
+fn push_image(registry: &Registry, image: &str, built: &olm_oci::BuiltImage) {
+    let reference = olm_oci::Reference::parse(image).unwrap();
+    let client =
+        olm_oci::Client::new(olm_oci::ClientOptions::default().plain_http(registry.host()))
+            .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime
+        .block_on(client.push_image(&reference, built))
+        .unwrap();
+}
+
+#[test]
+fn catalog_push_builds_on_a_base_image_that_serves_it() {
+    let registry = Registry::start().unwrap();
+    let base_image = format!("{}/fixtures/opm-base:v1", registry.host());
+    let base = fixture_opm_base();
+    push_image(&registry, &base_image, &base);
+    let image = format!("{}/fixtures/served-catalog:latest", registry.host());
+    let catalog = fixture("catalog");
+    let pushed = ok(opm(&[
+        "alpha",
+        "catalog",
+        "push",
+        catalog.to_str().unwrap(),
+        &image,
+        "--base-image",
+        &base_image,
+        "--insecure",
+    ]));
+    assert!(
+        pushed.starts_with(&format!(
+            "{}/fixtures/served-catalog@sha256:",
+            registry.host()
+        )),
+        "{pushed}"
+    );
+
+    let reference = olm_oci::Reference::parse(&image).unwrap();
+    let client =
+        olm_oci::Client::new(olm_oci::ClientOptions::default().plain_http(registry.host()))
+            .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let pulled = runtime
+        .block_on(client.pull_to_memory(&reference, &olm_oci::ExtractOptions::default()))
+        .unwrap();
+    let manifest = &pulled.manifest.manifest;
+    assert_eq!(
+        manifest.layers.len(),
+        2,
+        "the base's layer, then the catalog"
+    );
+    assert_eq!(manifest.layers[0], base.parsed.layers[0]);
+    let base_config: serde_json::Value = serde_json::from_slice(&base.config).unwrap();
+    let config = &pulled.manifest.config;
+    assert_eq!(config.rootfs.diff_ids.len(), 2);
+    assert_eq!(
+        config.rootfs.diff_ids[0],
+        base_config["rootfs"]["diff_ids"][0]
+    );
+    let run = &config.config;
+    assert_eq!(
+        run.entrypoint.as_deref(),
+        Some(&["/bin/opm".to_owned()][..])
+    );
+    assert_eq!(
+        run.cmd,
+        Some(vec![
+            "serve".to_owned(),
+            "/configs".to_owned(),
+            "--cache-dir=/tmp/cache".to_owned()
+        ])
+    );
+    assert_eq!(run.user.as_deref(), Some("65532:65532"), "inherited");
+    assert_eq!(run.env, Some(vec!["PATH=/bin".to_owned()]), "inherited");
+    let labels = pulled.manifest.labels();
+    assert_eq!(
+        labels["operators.operatorframework.io.index.configs.v1"],
+        "/configs"
+    );
+    assert_eq!(labels["org.opencontainers.image.title"], "fixture-opm");
+
+    // The base's files and the whole catalog under /configs.
+    assert!(pulled.files.contains_key("bin/opm"));
+    assert!(pulled.files.contains_key("etc/passwd"));
+    let catalog_file = "widget/catalog.json";
+    assert_eq!(
+        pulled.files[&format!("configs/{catalog_file}")],
+        std::fs::read(catalog.join(catalog_file)).unwrap()
+    );
+    // And it renders as the directory does.
+    let from_image = ok(opm(&["render", "--use-http", &image]));
+    let from_dir = ok(opm(&["render", catalog.to_str().unwrap()]));
+    assert_eq!(from_image, from_dir);
+}
+
+#[test]
+fn catalog_push_on_a_missing_base_names_it_and_pushes_nothing() {
+    let registry = Registry::start().unwrap();
+    let missing = format!("{}/fixtures/no-such-base:v1", registry.host());
+    let image = format!("{}/fixtures/orphan-catalog:latest", registry.host());
+    let output = opm(&[
+        "alpha",
+        "catalog",
+        "push",
+        fixture("catalog").to_str().unwrap(),
+        &image,
+        "--base-image",
+        &missing,
+        "--insecure",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("pull base image {missing}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("not found"), "{stderr}");
+    let output = opm(&["render", "--use-http", &image]);
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not found"));
 }

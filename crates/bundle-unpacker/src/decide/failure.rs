@@ -69,7 +69,9 @@ pub fn from_pull_error(bundle_path: &str, error: &OciError) -> Failure {
         // refused again: retrying it at once only delays the failure.
         OciError::Http { source, .. } => (IMAGE_PULL_FAILED, !source.is_redirect()),
         OciError::Status { status, .. } => (IMAGE_PULL_FAILED, *status == 429 || *status >= 500),
-        OciError::ResponseTooLarge { .. } | OciError::BlobTooLarge { .. } => (TOO_LARGE, false),
+        OciError::ResponseTooLarge { .. }
+        | OciError::BlobTooLarge { .. }
+        | OciError::BaseImageTooLarge { .. } => (TOO_LARGE, false),
         OciError::Extract { source, .. } => match source {
             ExtractError::CompressedTooLarge { .. }
             | ExtractError::UncompressedTooLarge { .. }
@@ -80,7 +82,8 @@ pub fn from_pull_error(bundle_path: &str, error: &OciError) -> Failure {
         OciError::Manifest { .. }
         | OciError::Config { .. }
         | OciError::NoPlatform { .. }
-        | OciError::NestedIndex { .. } => (INVALID_BUNDLE, false),
+        | OciError::NestedIndex { .. }
+        | OciError::DiffIdsMismatch { .. } => (INVALID_BUNDLE, false),
         // A digest or size that does not match may be a broken transfer.
         OciError::DigestMismatch { .. } | OciError::SizeMismatch { .. } => {
             (IMAGE_PULL_FAILED, true)
