@@ -17,6 +17,7 @@ use olm_runtime::{
     config::{AdminServerArgs, KubeArgs, LeaderElectionArgs, TelemetryArgs, parse_duration},
     leader::LeaderHandle,
     metrics::MetricsRegistry,
+    service_address::ServiceLookupArgs,
     shutdown::{DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
     telemetry::{self, ServiceInfo},
 };
@@ -132,6 +133,8 @@ struct Cli {
     allowed_catalog_addresses: Vec<String>,
 
     #[command(flatten)]
+    service_lookup: ServiceLookupArgs,
+    #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
     telemetry: TelemetryArgs,
@@ -184,6 +187,7 @@ async fn main() -> anyhow::Result<()> {
         insecure_registries: cli.insecure_registries,
         allowed_registries: rules(&cli.allowed_registries),
         allowed_catalog_addresses: rules(&cli.allowed_catalog_addresses),
+        service_lookup: cli.service_lookup.service_lookup,
         watched_namespaces: cli
             .watched_namespaces
             .into_iter()
@@ -298,5 +302,16 @@ mod tests {
             "allow all by default"
         );
         assert!(rules(&defaults.allowed_catalog_addresses).is_empty());
+    }
+
+    #[test]
+    fn service_lookup_defaults_to_dns() {
+        use olm_runtime::service_address::ServiceLookup;
+
+        let defaults = Cli::try_parse_from(["catalog-operator"]).expect("defaults parse");
+        assert_eq!(defaults.service_lookup.service_lookup, ServiceLookup::Dns);
+        let cli = Cli::try_parse_from(["catalog-operator", "--service-lookup", "cluster-ip"])
+            .expect("flags parse");
+        assert_eq!(cli.service_lookup.service_lookup, ServiceLookup::ClusterIp);
     }
 }

@@ -213,6 +213,29 @@ pub enum Error {
         source: Box<kube::Error>,
     },
 
+    /// A Service whose ClusterIP stands for its DNS name could not be read.
+    #[error("failed to look up service {namespace}/{name}")]
+    ServiceLookup {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+        /// The underlying cause.
+        #[source]
+        source: Box<kube::Error>,
+    },
+
+    /// A Service has no ClusterIP that kube-proxy would route.
+    #[error("cannot dial service {namespace}/{name} by its cluster IP: {reason}")]
+    ServiceUnroutable {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+        /// Why it cannot be dialled.
+        reason: crate::service_address::Unroutable,
+    },
+
     /// The process could not listen for termination signals.
     #[error("failed to install the {signal} handler")]
     Signal {
@@ -274,7 +297,9 @@ impl Error {
             | Self::Apply { source, .. }
             | Self::ApplyStatus { source, .. }
             | Self::Delete { source, .. }
-            | Self::PublishEvent { source, .. } => kube_error_category(source),
+            | Self::PublishEvent { source, .. }
+            | Self::ServiceLookup { source, .. } => kube_error_category(source),
+            Self::ServiceUnroutable { .. } => "service_unroutable",
             Self::Signal { .. } => "signal",
             Self::Task { .. } | Self::TaskPanicked { .. } => "task",
             Self::DrainTimeout { .. } => "drain_timeout",

@@ -1,7 +1,8 @@
 //! Shared controller plumbing for every OLM service: command-line groups, the
 //! Kubernetes client, telemetry (tracing + OpenTelemetry), Prometheus metrics,
 //! the admin server (`/metrics`, `/healthz`, `/readyz`), leader election on a
-//! `Lease`, server-side-apply helpers, Kubernetes Events and graceful shutdown.
+//! `Lease`, server-side-apply helpers, Kubernetes Events, graceful shutdown,
+//! and dialling Services by ClusterIP from outside the cluster network.
 //!
 //! This is a library crate: it may depend on `olm-api` but must never depend on
 //! a service crate (olm-operator, catalog-operator, packageserver, ...). Each
@@ -17,6 +18,7 @@ pub mod events;
 pub mod impersonation;
 pub mod leader;
 pub mod metrics;
+pub mod service_address;
 pub mod shutdown;
 pub mod telemetry;
 

@@ -5,7 +5,9 @@
 //! events), periodically, and again after failures (with backoff). A refresh
 //! builds everything first and swaps it in at once; a failed or slow refresh
 //! leaves the last good packages served and is reported, never waited for by
-//! a request.
+//! a request. A registry named by its Service's DNS name is dialled as
+//! [`RefreshSettings::resolver`] says (at its ClusterIP, outside the
+//! cluster network).
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -23,6 +25,7 @@ use olm_api::{
 };
 use olm_bus::events::CatalogUpdated;
 use olm_registry::{ClientOptions, RegistryClient, api};
+use olm_runtime::service_address::AddressResolver;
 use thiserror::Error;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -61,10 +64,20 @@ pub enum RefreshError {
     /// The catalog has no address to reach.
     #[error("catalog has no address yet (spec.address and status.registryService are empty)")]
     NoAddress,
+    /// The Service the catalog's address names has no ClusterIP to dial.
+    #[error("registry {address}: {source}")]
+    ServiceAddress {
+        /// The catalog's address.
+        address: String,
+        /// Why it could not be dialled; it names the Service.
+        #[source]
+        source: olm_runtime::Error,
+    },
     /// A registry call failed.
     #[error("registry {address}: {source}")]
     Registry {
-        /// The address called.
+        /// The address called (followed by the ClusterIP dialled in its
+        /// place, if any).
         address: String,
         /// What failed.
         #[source]
@@ -161,12 +174,24 @@ fn slim(bundle: api::Bundle) -> api::Bundle {
     }
 }
 
-/// Fetches every package of the catalog at `target.address`.
+/// How catalogs are refreshed.
+#[derive(Clone, Debug)]
+pub struct RefreshSettings {
+    /// How often every catalog is refreshed even without a change.
+    pub interval: Duration,
+    /// What a registry address naming a Service is dialled as
+    /// (`--service-lookup`).
+    pub resolver: AddressResolver,
+}
+
+/// Fetches every package of the catalog at `target.address`, dialled as
+/// `resolver` says.
 pub async fn fetch(
     target: &Target,
     options: ClientOptions,
+    resolver: &AddressResolver,
 ) -> Result<Vec<PackageManifest>, RefreshError> {
-    fetch_at_most(target, options, MAX_PACKAGES_PER_CATALOG).await
+    fetch_at_most(target, options, resolver, MAX_PACKAGES_PER_CATALOG).await
 }
 
 /// [`fetch`], refusing a catalog of more than `max_packages` packages; the
@@ -175,13 +200,30 @@ pub async fn fetch(
 async fn fetch_at_most(
     target: &Target,
     options: ClientOptions,
+    resolver: &AddressResolver,
     max_packages: usize,
 ) -> Result<Vec<PackageManifest>, RefreshError> {
-    let address = target.address.as_deref().ok_or(RefreshError::NoAddress)?;
-    let endpoint = if address.contains("://") {
-        address.to_owned()
+    let catalog_address = target.address.as_deref().ok_or(RefreshError::NoAddress)?;
+    let dialled =
+        resolver
+            .resolve(catalog_address)
+            .await
+            .map_err(|source| RefreshError::ServiceAddress {
+                address: catalog_address.to_owned(),
+                source,
+            })?;
+    // Errors name the catalog's address, and what was dialled for it when
+    // that differs, since either may be what is wrong.
+    let address = if dialled == catalog_address {
+        catalog_address.to_owned()
     } else {
-        format!("http://{address}")
+        format!("{catalog_address} ({dialled})")
+    };
+    let address = address.as_str();
+    let endpoint = if dialled.contains("://") {
+        dialled
+    } else {
+        format!("http://{dialled}")
     };
     let client = RegistryClient::connect(&endpoint, options)
         .await
@@ -309,16 +351,18 @@ pub type Poke = CatalogKey;
 pub const POKE_CHANNEL_CAPACITY: usize = 1024;
 
 /// Refreshes one catalog until cancelled: on start, on every change of its
-/// target, on every poke, every `interval`, and with backoff after failures.
+/// target, on every poke, every `settings.interval`, and with backoff after
+/// failures.
 async fn refresher(
     key: CatalogKey,
     mut target: watch::Receiver<Target>,
     poke: Arc<Notify>,
     store: Arc<Store>,
     metrics: CatalogMetrics,
-    interval: Duration,
+    settings: RefreshSettings,
     stop: CancellationToken,
 ) {
+    let RefreshSettings { interval, resolver } = settings;
     let options = ClientOptions {
         connect_timeout: CONNECT_TIMEOUT,
         request_timeout: REQUEST_TIMEOUT,
@@ -330,7 +374,7 @@ async fn refresher(
         let started = std::time::Instant::now();
         let outcome = tokio::select! {
             () = stop.cancelled() => return,
-            r = tokio::time::timeout(REFRESH_DEADLINE, fetch(&current, options)) => {
+            r = tokio::time::timeout(REFRESH_DEADLINE, fetch(&current, options, &resolver)) => {
                 r.unwrap_or(Err(RefreshError::Deadline(REFRESH_DEADLINE)))
             }
         };
@@ -384,7 +428,7 @@ pub async fn run(
     client: kube::Client,
     store: Arc<Store>,
     metrics: CatalogMetrics,
-    interval: Duration,
+    settings: RefreshSettings,
     mut pokes: mpsc::Receiver<Poke>,
     synced: impl FnOnce() + Send,
     stop: CancellationToken,
@@ -447,7 +491,7 @@ pub async fn run(
                             Arc::clone(&poke),
                             Arc::clone(&store),
                             metrics.clone(),
-                            interval,
+                            settings.clone(),
                             child.clone(),
                         ));
                         running.insert(
@@ -593,8 +637,9 @@ mod tests {
             request_timeout: Duration::from_secs(2),
             ..ClientOptions::default()
         };
+        let dns = AddressResolver::dns();
         assert!(matches!(
-            fetch(&target, options).await,
+            fetch(&target, options, &dns).await,
             Err(RefreshError::Registry { .. })
         ));
         let none = Target {
@@ -602,7 +647,7 @@ mod tests {
             ..target
         };
         assert!(matches!(
-            fetch(&none, options).await,
+            fetch(&none, options, &dns).await,
             Err(RefreshError::NoAddress)
         ));
     }
@@ -616,7 +661,13 @@ mod tests {
             content_hint: String::new(),
         };
         for (limit, expect_refused) in [(2, true), (3, false)] {
-            let fetched = fetch_at_most(&target, ClientOptions::default(), limit).await;
+            let fetched = fetch_at_most(
+                &target,
+                ClientOptions::default(),
+                &AddressResolver::dns(),
+                limit,
+            )
+            .await;
             match fetched {
                 Err(error @ RefreshError::TooManyPackages { .. }) if expect_refused => {
                     assert!(

@@ -14,6 +14,7 @@ use olm_runtime::{
     admin::{AdminServer, Readiness},
     config::{AdminServerArgs, KubeArgs, TelemetryArgs, parse_duration},
     metrics::MetricsRegistry,
+    service_address::{AddressResolver, ServiceLookupArgs},
     shutdown::{CancellationToken, DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
     telemetry::{self, ServiceInfo},
 };
@@ -136,6 +137,8 @@ struct Cli {
     #[arg(long = "cert-overlap", env = "PACKAGESERVER_CERT_OVERLAP", default_value = "1h", value_parser = parse_duration)]
     cert_overlap: Duration,
 
+    #[command(flatten)]
+    service_lookup: ServiceLookupArgs,
     #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
@@ -304,7 +307,10 @@ async fn main() -> anyhow::Result<()> {
             client.clone(),
             Arc::clone(&store),
             metrics.catalogs.clone(),
-            cli.interval,
+            catalogs::RefreshSettings {
+                interval: cli.interval,
+                resolver: AddressResolver::new(cli.service_lookup.service_lookup, client.clone()),
+            },
             poked,
             move || catalogs_ready.set(),
             shutdown.clone(),
@@ -389,5 +395,15 @@ mod tests {
         .unwrap();
         assert_eq!(cli.interval, Duration::from_secs(30));
         assert_eq!(cli.global_namespace, "operator-lifecycle-manager");
+    }
+
+    #[test]
+    fn service_lookup_defaults_to_dns() {
+        use olm_runtime::service_address::ServiceLookup;
+
+        let defaults = Cli::try_parse_from(["packageserver"]).unwrap();
+        assert_eq!(defaults.service_lookup.service_lookup, ServiceLookup::Dns);
+        let cli = Cli::try_parse_from(["packageserver", "--service-lookup", "cluster-ip"]).unwrap();
+        assert_eq!(cli.service_lookup.service_lookup, ServiceLookup::ClusterIp);
     }
 }

@@ -1,7 +1,8 @@
 //! One registry gRPC connection per catalog, kept between reconciles and
 //! re-made when the catalog's address changes or the registry stops
 //! answering. Other parts of the service (resolution) take their clients
-//! from here.
+//! from here. The address dialled is the catalog's, or the ClusterIP standing
+//! for its Service under `--service-lookup cluster-ip`.
 
 use std::{
     collections::HashMap,
@@ -11,6 +12,7 @@ use std::{
 
 use olm_api::catalog_source::ConnectivityState;
 use olm_registry::{ClientOptions, RegistryClient};
+use olm_runtime::service_address::AddressResolver;
 
 /// What a probe of a registry found.
 #[derive(Debug, Clone)]
@@ -19,11 +21,18 @@ pub struct Probe {
     pub state: ConnectivityState,
     /// Why it is not READY.
     pub error: Option<String>,
+    /// The address the probe dialled: the catalog's address, or the
+    /// ClusterIP standing for its Service; `None` when that could not be
+    /// worked out.
+    pub dialled: Option<String>,
 }
 
 #[derive(Clone)]
 struct Entry {
+    /// The catalog's address, as status reports it.
     address: String,
+    /// What was dialled for it.
+    dialled: String,
     client: RegistryClient,
 }
 
@@ -31,6 +40,7 @@ struct Entry {
 #[derive(Clone, Default)]
 pub struct Connections {
     entries: Arc<Mutex<HashMap<(String, String), Entry>>>,
+    resolver: AddressResolver,
 }
 
 /// `host:port` as a gRPC endpoint URI.
@@ -43,6 +53,15 @@ fn endpoint(address: &str) -> String {
 }
 
 impl Connections {
+    /// No connections yet; catalogs' addresses will be dialled as
+    /// `resolver` says (the default dials them as given).
+    pub fn new(resolver: AddressResolver) -> Self {
+        Self {
+            entries: Arc::default(),
+            resolver,
+        }
+    }
+
     fn get(&self, key: &(String, String)) -> Option<Entry> {
         self.entries
             .lock()
@@ -66,8 +85,10 @@ impl Connections {
     }
 
     /// Checks the catalog's registry at `address`: reuses the connection when
-    /// the address is unchanged, connects otherwise, and asks the gRPC health
-    /// service. A failure drops the connection so the next probe reconnects.
+    /// the address is unchanged, connects otherwise (to the address the
+    /// resolver gives for it), and asks the gRPC health service. A failure
+    /// drops the connection so the next probe reconnects, looking the
+    /// Service up again.
     pub async fn probe(
         &self,
         namespace: &str,
@@ -77,21 +98,33 @@ impl Connections {
     ) -> Probe {
         let key = (namespace.to_owned(), name.to_owned());
         let existing = self.get(&key).filter(|e| e.address == address);
-        let client = match existing {
-            Some(entry) => entry.client,
+        let (client, dialled) = match existing {
+            Some(entry) => (entry.client, entry.dialled),
             None => {
-                let options = ClientOptions {
-                    connect_timeout: timeout,
-                    request_timeout: timeout,
-                    ..ClientOptions::default()
-                };
-                match RegistryClient::connect(&endpoint(address), options).await {
-                    Ok(client) => client,
+                let dialled = match self.resolver.resolve(address).await {
+                    Ok(dialled) => dialled,
                     Err(error) => {
                         self.forget(namespace, name);
                         return Probe {
                             state: ConnectivityState::TRANSIENT_FAILURE,
                             error: Some(olm_runtime::events::error_chain(&error)),
+                            dialled: None,
+                        };
+                    }
+                };
+                let options = ClientOptions {
+                    connect_timeout: timeout,
+                    request_timeout: timeout,
+                    ..ClientOptions::default()
+                };
+                match RegistryClient::connect(&endpoint(&dialled), options).await {
+                    Ok(client) => (client, dialled),
+                    Err(error) => {
+                        self.forget(namespace, name);
+                        return Probe {
+                            state: ConnectivityState::TRANSIENT_FAILURE,
+                            error: Some(olm_runtime::events::error_chain(&error)),
+                            dialled: Some(dialled),
                         };
                     }
                 }
@@ -106,12 +139,14 @@ impl Connections {
                         key,
                         Entry {
                             address: address.to_owned(),
+                            dialled: dialled.clone(),
                             client,
                         },
                     );
                 Probe {
                     state: ConnectivityState::READY,
                     error: None,
+                    dialled: Some(dialled),
                 }
             }
             Ok(false) => {
@@ -119,6 +154,7 @@ impl Connections {
                 Probe {
                     state: ConnectivityState::CONNECTING,
                     error: Some("the registry reports it is not serving yet".to_owned()),
+                    dialled: Some(dialled),
                 }
             }
             Err(error) => {
@@ -126,6 +162,7 @@ impl Connections {
                 Probe {
                     state: ConnectivityState::TRANSIENT_FAILURE,
                     error: Some(olm_runtime::events::error_chain(&error)),
+                    dialled: Some(dialled),
                 }
             }
         }

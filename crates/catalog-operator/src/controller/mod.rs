@@ -38,6 +38,7 @@ use olm_runtime::{
     admin::Readiness,
     apply::FieldManager,
     cache::{self, Reflector},
+    service_address::{AddressResolver, ServiceLookup},
 };
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -136,6 +137,10 @@ pub struct ControllerConfig {
     /// The hosts a CatalogSource's `spec.address` may name; empty allows
     /// all.
     pub allowed_catalog_addresses: Vec<olm_oci::policy::RegistryRule>,
+    /// How a registry address naming a Service is dialled
+    /// (`--service-lookup`); status keeps reporting the DNS name either
+    /// way.
+    pub service_lookup: ServiceLookup,
 }
 
 impl ControllerConfig {
@@ -158,6 +163,7 @@ impl Default for ControllerConfig {
             insecure_registries: Vec::new(),
             allowed_registries: Vec::new(),
             allowed_catalog_addresses: Vec::new(),
+            service_lookup: ServiceLookup::Dns,
         }
     }
 }
@@ -306,7 +312,7 @@ pub async fn run(
     let kube_version = kube_version(&client).await;
     let (catalog_tx, catalog_rx) = mpsc::unbounded::<ObjectRef<CatalogSource>>();
     let (ns_tx, ns_rx) = mpsc::unbounded::<ObjectRef<Namespace>>();
-    let connections = Connections::default();
+    let connections = Connections::new(AddressResolver::new(config.service_lookup, client.clone()));
 
     let catalogs = {
         let tx = catalog_tx.clone();

@@ -19,7 +19,7 @@ use crate::{RunningOperator, eventually, init_logs, olm_crds_installed};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn catalog(name: &str, spec: serde_json::Value) -> CatalogSource {
+pub(crate) fn catalog(name: &str, spec: serde_json::Value) -> CatalogSource {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "CatalogSource",
@@ -30,7 +30,7 @@ fn catalog(name: &str, spec: serde_json::Value) -> CatalogSource {
 }
 
 /// A small file-based catalog served by olm-registry on loopback.
-async fn serve_fixture() -> (olm_registry::RunningServer, tempfile::TempDir) {
+pub(crate) async fn serve_fixture() -> (olm_registry::RunningServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("catalog.yaml"),
@@ -60,7 +60,10 @@ properties:
     (server, dir)
 }
 
-async fn status_of(api: &Api<CatalogSource>, name: &str) -> Result<serde_json::Value, String> {
+pub(crate) async fn status_of(
+    api: &Api<CatalogSource>,
+    name: &str,
+) -> Result<serde_json::Value, String> {
     let catalog = api.get(name).await.map_err(|e| e.to_string())?;
     Ok(serde_json::to_value(catalog.status.unwrap_or_default()).unwrap())
 }

@@ -9,6 +9,7 @@
 mod binary;
 mod catalogs;
 mod install_plans;
+mod service_lookup;
 mod subscriptions;
 
 use std::{future::Future, path::PathBuf, time::Duration};

@@ -7,6 +7,7 @@ mod config;
 mod events;
 mod leader_election;
 mod secure_metrics;
+mod service_address;
 
 use std::{future::Future, time::Duration};
 

@@ -11,6 +11,7 @@ mod bus;
 mod harness;
 mod kubectl;
 mod paging;
+mod service_lookup;
 mod soak;
 mod watch;
 
