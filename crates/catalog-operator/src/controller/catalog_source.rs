@@ -28,6 +28,11 @@ use olm_bus::events::CatalogUpdated;
 use olm_runtime::apply;
 
 use super::{Context, FIELD_MANAGER, NOT_READY_RECHECK};
+
+/// How long after a registry pod was replaced its content is not trusted to
+/// come from the new pod: the old one's 1 s grace period and kube-proxy's
+/// next sync.
+pub(crate) const REGISTRY_REPLACED_SETTLE: Duration = Duration::from_secs(3);
 use crate::decide::{
     catalog_source::{self as decide, RegistryObjects, Serving},
     image_template::{self, TemplateOutcome},
@@ -243,6 +248,22 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
         status.message = Some(message);
     }
 
+    // A registry pod replaced by a promoted update pod serves new content,
+    // though the connection may never have looked down: reconnect, and take
+    // no snapshot home until the old pod has surely left the Service.
+    let replaced_at = |s: &CatalogSourceStatus| {
+        s.registry_service
+            .as_ref()
+            .and_then(|r| r.created_at.clone())
+    };
+    let replaced =
+        original.registry_service.is_some() && replaced_at(&original) != replaced_at(&status);
+    if replaced {
+        context.connections.forget(&namespace, &name);
+        context
+            .snapshots
+            .settle(&namespace, &name, REGISTRY_REPLACED_SETTLE);
+    }
     let mut probed = catalog.clone();
     probed.status = Some(status.clone());
     let ready = match decide::connection_address(&probed) {
@@ -252,13 +273,23 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
                 .probe(&namespace, &name, &address, context.config.registry_timeout)
                 .await;
             if let Some(error) = &probe.error {
-                tracing::debug!(catalog = key(catalog), address, error, "registry not ready");
+                tracing::debug!(
+                    catalog = key(catalog),
+                    address,
+                    dialled = probe.dialled,
+                    error,
+                    "registry not ready"
+                );
             }
             let previous = status.connection_state.as_ref();
-            let changed = previous.is_none_or(|p| {
-                p.last_observed_state != probe.state
-                    || p.address.as_deref() != Some(address.as_str())
-            });
+            // A settled replacement counts as a new connection: resolution
+            // reads the new content, and subscriptions hear of it.
+            let settled = context.snapshots.settled(&namespace, &name);
+            let changed = settled
+                || previous.is_none_or(|p| {
+                    p.last_observed_state != probe.state
+                        || p.address.as_deref() != Some(address.as_str())
+                });
             let last_connect = if changed {
                 Some(Time(now))
             } else {
@@ -287,6 +318,9 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
     } else {
         NOT_READY_RECHECK
     };
+    if context.snapshots.settling(&namespace, &name) {
+        next = next.min(REGISTRY_REPLACED_SETTLE);
+    }
     if let Some(schedule) = schedule {
         let poll = Duration::try_from(schedule.requeue_after).unwrap_or(next);
         next = next.min(poll.max(Duration::from_secs(1)));

@@ -2,7 +2,9 @@
 //! once over the registry API (`ListPackages`, `GetPackage`, `ListBundles`)
 //! and indexed by olm-resolver, kept until the catalog's connection is made
 //! again (new content) or the snapshot is older than [`SNAPSHOT_TTL`], as
-//! upstream's resolver cache does.
+//! upstream's resolver cache does. When a catalog's registry pod is replaced
+//! (a polled image changed), no snapshot is kept for a short settle window,
+//! in which the old pod may still answer.
 
 use std::{
     collections::HashMap,
@@ -27,9 +29,51 @@ struct Cached {
 #[derive(Clone, Default)]
 pub(crate) struct Snapshots {
     cached: Arc<Mutex<HashMap<(String, String), Cached>>>,
+    /// Catalogs whose registry was just replaced, until when: their
+    /// snapshots are read but not kept, since the old registry may still
+    /// answer.
+    settling: Arc<Mutex<HashMap<(String, String), Instant>>>,
 }
 
 impl Snapshots {
+    /// The catalog's registry was replaced: drop its snapshot and keep none
+    /// for `window`.
+    pub(crate) fn settle(&self, namespace: &str, name: &str, window: Duration) {
+        self.invalidate(namespace, name);
+        self.settling
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                (namespace.to_owned(), name.to_owned()),
+                Instant::now() + window,
+            );
+    }
+
+    /// Whether the catalog is within a settle window.
+    pub(crate) fn settling(&self, namespace: &str, name: &str) -> bool {
+        self.settling
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .is_some_and(|until| Instant::now() < *until)
+    }
+
+    /// True once, when the catalog's settle window has passed: its snapshot
+    /// is dropped again, so the next one is read from the new registry.
+    pub(crate) fn settled(&self, namespace: &str, name: &str) -> bool {
+        let key = (namespace.to_owned(), name.to_owned());
+        let mut settling = self.settling.lock().unwrap_or_else(PoisonError::into_inner);
+        match settling.get(&key) {
+            Some(until) if Instant::now() >= *until => {
+                settling.remove(&key);
+                drop(settling);
+                self.invalidate(namespace, name);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Drops the snapshot of a catalog (its content may have changed).
     pub(crate) fn invalidate(&self, namespace: &str, name: &str) {
         self.cached
@@ -72,6 +116,9 @@ impl Snapshots {
         }
         on_read();
         let snapshot = Arc::new(read(namespace, name, priority, client).await?);
+        if self.settling(namespace, name) {
+            return Ok(snapshot);
+        }
         self.cached
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -124,4 +171,24 @@ async fn read(
         &packages,
         bundles,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replaced_registry_settles_once_its_window_has_passed() {
+        let snapshots = Snapshots::default();
+        assert!(!snapshots.settling("ns", "c"));
+        assert!(!snapshots.settled("ns", "c"), "nothing was replaced");
+        snapshots.settle("ns", "c", Duration::from_millis(50));
+        assert!(snapshots.settling("ns", "c"));
+        assert!(!snapshots.settled("ns", "c"), "still within the window");
+        assert!(!snapshots.settling("ns", "other"));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(!snapshots.settling("ns", "c"));
+        assert!(snapshots.settled("ns", "c"), "settled after the window");
+        assert!(!snapshots.settled("ns", "c"), "and only once");
+    }
 }
