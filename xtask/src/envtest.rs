@@ -8,8 +8,9 @@
 //! - kwok is built from `sigs.k8s.io/kwok` at [`olm_testkit::assets::KWOK_VERSION`];
 //! - etcd is built from `go.etcd.io/etcd/server/v3` at the release pinned in
 //!   `xtask/envtest/etcd/go.mod` (Debian's 3.4 is too old for Kubernetes 1.34);
-//! - nats-server and the OCI registry come from Debian's packages
-//!   (`nats-server`, `docker-registry`).
+//! - nats-server, the OCI registry and the real node's runtime come from
+//!   Debian's packages (`nats-server`, `docker-registry`, `containerd`,
+//!   `runc`, `containernetworking-plugins`, `iptables`).
 
 use std::{
     path::{Path, PathBuf},
@@ -36,14 +37,23 @@ const KUBERNETES_COMMANDS: &[&str] = &[
     "kube-controller-manager",
     "kube-scheduler",
     "kubectl",
+    // The real node (`olm_testkit::node`).
+    "kubelet",
+    "kube-proxy",
 ];
 
-/// Debian packages and the command each one provides.
+/// Debian packages and the command each one provides (a name looked up on
+/// `PATH`, or an absolute path).
 const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("nats-server", "nats-server"),
     ("docker-registry", "docker-registry"),
     // `ip netns` and veth pairs: packageserver's aggregation tests.
     ("iproute2", "ip"),
+    // The real node: container runtime, pod network, Service routing.
+    ("containerd", "containerd"),
+    ("runc", "runc"),
+    ("containernetworking-plugins", "/usr/lib/cni/bridge"),
+    ("iptables", "iptables"),
 ];
 
 pub(crate) fn install(args: &EnvtestArgs) -> Result<()> {
@@ -86,7 +96,13 @@ pub(crate) fn install(args: &EnvtestArgs) -> Result<()> {
 fn install_debian_packages() -> Result<()> {
     let missing: Vec<&str> = DEBIAN_PACKAGES
         .iter()
-        .filter(|(_, command)| assets::find(command).is_err())
+        .filter(|(_, command)| {
+            if command.starts_with('/') {
+                !Path::new(command).exists()
+            } else {
+                assets::find(command).is_err()
+            }
+        })
         .map(|(package, _)| *package)
         .collect();
     if missing.is_empty() {

@@ -4,6 +4,7 @@
 //!
 //! xtask is a tool, not part of the product: services never depend on it.
 
+mod dev;
 mod envtest;
 mod image;
 
@@ -34,12 +35,9 @@ enum Task {
     /// Build one OCI image per service and one for opm, without a container
     /// engine, into an OCI layout and/or a registry.
     Image(image::ImageArgs),
-    /// Start a development control plane with OLM's CRDs applied, and keep it running until Ctrl-C.
-    Dev {
-        /// Where the control plane keeps its state and kubeconfig.
-        #[arg(long, env = "OLM_DEV_DIR")]
-        dir: Option<PathBuf>,
-    },
+    /// Run the whole of OLM on this machine (control plane, real node,
+    /// registry, OLM's services, the example catalog) until Ctrl-C.
+    Dev(dev::DevArgs),
     /// Run a service against the development cluster of `cargo xtask dev`
     /// (KUBECONFIG defaults to .cache/dev/kubeconfig when it exists).
     Run {
@@ -76,7 +74,7 @@ fn main() -> Result<()> {
         Task::Codegen => codegen(),
         Task::Envtest(args) => envtest::install(&args),
         Task::Image(args) => image::build(&args),
-        Task::Dev { dir } => dev(dir),
+        Task::Dev(args) => dev::run(&args),
         Task::Run { service, args } => run(&service, &args),
         Task::Bench {
             scenario,
@@ -124,50 +122,6 @@ fn codegen() -> Result<()> {
         }
         println!("regenerated crates/{krate}/src/gen");
     }
-    Ok(())
-}
-
-fn dev(dir: Option<PathBuf>) -> Result<()> {
-    envtest::install(&envtest::EnvtestArgs::default())?;
-    let dir = dir.unwrap_or_else(|| workspace_root().join(".cache/dev"));
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
-    }
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let plane = olm_testkit::ControlPlane::start_in(&dir).context("starting the control plane")?;
-    let status = plane
-        .kubectl()
-        .arg("apply")
-        .arg("--server-side")
-        .arg("-f")
-        .arg(workspace_root().join("deploy/crds"))
-        .status()
-        .context("running kubectl")?;
-    if !status.success() {
-        bail!("kubectl apply of deploy/crds failed ({status})");
-    }
-    let timings = plane.timings();
-    println!();
-    println!(
-        "Control plane ready in {:.1} s (API server {:.1} s).",
-        timings.total.as_secs_f64(),
-        timings.apiserver.as_secs_f64()
-    );
-    println!("  export KUBECONFIG={}", plane.kubeconfig_path().display());
-    println!(
-        "  export PATH={}:$PATH   # the pinned kubectl",
-        olm_testkit::assets::bin_dir().display()
-    );
-    println!("  kubectl get crd | grep -e operators.coreos.com -e operatorhubs");
-    println!("  kubectl get csv,sub,ip,og,catsrc -A");
-    println!("Component logs: {}", plane.dir().join("logs").display());
-    println!("Press Ctrl-C to stop.");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(tokio::signal::ctrl_c())?;
-    println!("stopping");
-    drop(plane);
     Ok(())
 }
 

@@ -57,6 +57,33 @@ pub const KWOK_NODE_NAME: &str = "kwok-node-0";
 /// The annotation that hands a node to kwok.
 const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
+/// How a control plane is started.
+#[derive(Debug, Clone, Default)]
+pub struct ControlPlaneOptions {
+    /// Serve the API on every interface and advertise this address, so that
+    /// pods reach it through the `kubernetes` Service (kube-proxy routes its
+    /// ClusterIP here). `None`: loopback only.
+    pub advertise_address: Option<String>,
+    /// Taint kwok's fake node (`kwok.x-k8s.io/node=fake:NoSchedule`) so that
+    /// only pods tolerating it land there, and everything else goes to a real
+    /// node.
+    pub taint_fake_node: bool,
+}
+
+impl ControlPlaneOptions {
+    /// What a [`crate::node::RealNode`] needs: the API server on the node's
+    /// address, and kwok's node kept for pods that ask for it.
+    pub fn for_real_node() -> Self {
+        ControlPlaneOptions {
+            advertise_address: Some(crate::node::NODE_IP.to_owned()),
+            taint_fake_node: true,
+        }
+    }
+}
+
+/// The taint [`ControlPlaneOptions::taint_fake_node`] puts on kwok's node.
+pub const FAKE_NODE_TAINT: &str = KWOK_NODE_ANNOTATION;
+
 /// How long each part took to become ready, for reporting.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ControlPlaneTimings {
@@ -96,6 +123,16 @@ pub fn control_plane() -> &'static ControlPlane {
     })
 }
 
+/// Makes `plane` the one [`control_plane`] returns, for a test binary whose
+/// control plane needs options (a real node). Fails, stopping `plane`, when
+/// the shared one was already started.
+pub fn set_control_plane(plane: ControlPlane) -> Result<&'static ControlPlane, Error> {
+    SHARED.set(plane).map_err(|_| {
+        Error::Unsupported("the shared control plane was started before this one".to_owned())
+    })?;
+    Ok(control_plane())
+}
+
 fn error_chain(err: &dyn std::error::Error) -> String {
     let mut message = err.to_string();
     let mut source = err.source();
@@ -112,6 +149,11 @@ impl ControlPlane {
     /// control plane is dropped (or, for the shared one, when the test process
     /// exits).
     pub fn start() -> Result<ControlPlane, Error> {
+        ControlPlane::start_with(&ControlPlaneOptions::default())
+    }
+
+    /// [`ControlPlane::start`] with options.
+    pub fn start_with(options: &ControlPlaneOptions) -> Result<ControlPlane, Error> {
         // etcd fsyncs every write; in memory (/dev/shm) that costs nothing,
         // and tests need no durability.
         let base = Path::new(SHARED_MEMORY_DIR);
@@ -132,10 +174,10 @@ impl ControlPlane {
                 "olm-testkit: keeping the control plane folder {}",
                 dir.display()
             );
-            return ControlPlane::start_in(&dir);
+            return ControlPlane::start_in_with(&dir, options);
         }
         janitor(&dir)?;
-        let mut plane = ControlPlane::start_in(&dir)?;
+        let mut plane = ControlPlane::start_in_with(&dir, options)?;
         plane._tempdir = Some(tempdir);
         Ok(plane)
     }
@@ -143,15 +185,21 @@ impl ControlPlane {
     /// Starts a control plane whose state and kubeconfig live in `dir`, which
     /// outlives it (for `cargo xtask dev`).
     pub fn start_in(dir: &Path) -> Result<ControlPlane, Error> {
+        ControlPlane::start_in_with(dir, &ControlPlaneOptions::default())
+    }
+
+    /// [`ControlPlane::start_in`] with options.
+    pub fn start_in_with(dir: &Path, options: &ControlPlaneOptions) -> Result<ControlPlane, Error> {
         // Start-up blocks on a runtime of its own, which must not be nested in
         // the caller's (tests call this from inside `#[tokio::test]`).
         let dir = dir.to_owned();
-        std::thread::spawn(move || ControlPlane::start_blocking(&dir))
+        let options = options.clone();
+        std::thread::spawn(move || ControlPlane::start_blocking(&dir, &options))
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
 
-    fn start_blocking(dir: &Path) -> Result<ControlPlane, Error> {
+    fn start_blocking(dir: &Path, options: &ControlPlaneOptions) -> Result<ControlPlane, Error> {
         let started = Instant::now();
         let dir = dir.to_owned();
         for sub in [
@@ -201,6 +249,13 @@ impl ControlPlane {
             &assets::find_pinned("kube-apiserver")?,
             &{
                 let mut args = apiserver_args(&dir, &pki, &etcd_url, apiserver_port);
+                if let Some(address) = &options.advertise_address {
+                    args.retain(|a| {
+                        !a.starts_with("--bind-address=") && !a.starts_with("--advertise-address=")
+                    });
+                    args.push("--bind-address=0.0.0.0".to_owned());
+                    args.push(format!("--advertise-address={address}"));
+                }
                 if std::env::var_os(AUDIT_ENV).is_some() {
                     let policy = dir.join("apiserver").join("audit-policy.yaml");
                     std::fs::write(&policy, AUDIT_POLICY)
@@ -271,7 +326,7 @@ impl ControlPlane {
                 total: Duration::ZERO,
             },
         };
-        runtime.block_on(plane.wait_for_workloads())?;
+        runtime.block_on(plane.wait_for_workloads(options.taint_fake_node))?;
         plane.timings.total = started.elapsed();
         tracing::info!(timings = ?plane.timings, dir = %plane.dir.display(), "test control plane ready");
         Ok(plane)
@@ -405,10 +460,10 @@ impl ControlPlane {
         }
     }
 
-    async fn wait_for_workloads(&self) -> Result<(), Error> {
+    async fn wait_for_workloads(&self, taint_fake_node: bool) -> Result<(), Error> {
         let client = Client::try_from(self.config().await?)?;
         let nodes: Api<Node> = Api::all(client.clone());
-        let node: Node = serde_json::from_value(fake_node())
+        let node: Node = serde_json::from_value(fake_node(taint_fake_node))
             .unwrap_or_else(|err| panic!("fake node object: {err}"));
         match nodes.create(&PostParams::default(), &node).await {
             Ok(_) => {}
@@ -426,7 +481,7 @@ impl ControlPlane {
                     .spec
                     .as_ref()
                     .and_then(|spec| spec.taints.as_ref())
-                    .is_none_or(|taints| taints.is_empty());
+                    .is_none_or(|taints| taints.iter().all(|t| t.key == FAKE_NODE_TAINT));
                 let ready = node
                     .status
                     .and_then(|status| status.conditions)
@@ -505,7 +560,12 @@ fn random_suffix() -> String {
         .collect()
 }
 
-fn fake_node() -> serde_json::Value {
+fn fake_node(tainted: bool) -> serde_json::Value {
+    let taints = if tainted {
+        serde_json::json!([{ "key": FAKE_NODE_TAINT, "value": "fake", "effect": "NoSchedule" }])
+    } else {
+        serde_json::json!([])
+    };
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -520,6 +580,7 @@ fn fake_node() -> serde_json::Value {
                 "kubernetes.io/role": "agent",
             }
         },
+        "spec": { "taints": taints },
         "status": {
             "allocatable": { "cpu": "64", "memory": "256Gi", "pods": "500" },
             "capacity": { "cpu": "64", "memory": "256Gi", "pods": "500" },
@@ -596,6 +657,11 @@ fn apiserver_args(dir: &Path, pki: &pki::Pki, etcd_url: &str, port: u16) -> Vec<
         ),
         // There is no kube-proxy: the aggregator must dial endpoints directly.
         "--enable-aggregator-routing=true".to_owned(),
+        // A real node is reached by its address (its name resolves nowhere),
+        // with the admin identity, for logs and exec.
+        "--kubelet-preferred-address-types=InternalIP,Hostname".to_owned(),
+        format!("--kubelet-client-certificate={}", path(&pki.admin_cert)),
+        format!("--kubelet-client-key={}", path(&pki.admin_key)),
         "--profiling=false".to_owned(),
         "--v=1".to_owned(),
     ]
@@ -643,12 +709,8 @@ fn scheduler_args(dir: &Path, kubeconfig: &Path) -> Result<Vec<String>, Error> {
 }
 
 fn write_kubeconfig(dir: &Path, pki: &pki::Pki, server_url: &str) -> Result<PathBuf, Error> {
-    let admin_cert = dir.join("pki").join("admin.crt");
-    let admin_key = dir.join("pki").join("admin.key");
-    std::fs::write(&admin_cert, &pki.admin_cert_pem)
-        .map_err(|source| Error::io(&admin_cert, source))?;
-    std::fs::write(&admin_key, &pki.admin_key_pem)
-        .map_err(|source| Error::io(&admin_key, source))?;
+    let admin_cert = &pki.admin_cert;
+    let admin_key = &pki.admin_key;
     let kubeconfig = format!(
         "apiVersion: v1
 kind: Config

@@ -46,6 +46,10 @@ pub enum Error {
         /// The last lines it wrote.
         log_tail: String,
     },
+    /// This machine cannot run the component (not root, a piece missing, a
+    /// host change refused), and why.
+    #[error("{0}")]
+    Unsupported(String),
     /// Generating certificates failed.
     #[error("cannot generate test certificates")]
     Pki(#[from] rcgen::Error),

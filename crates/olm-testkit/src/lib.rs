@@ -1,6 +1,7 @@
 //! Starts the real components OLM is tested against, on loopback, for one test
 //! binary: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
-//! kwok (fake nodes that run pods), a NATS server with JetStream, and an OCI
+//! kwok (fake nodes that run pods), a real node when asked for ([`node`]:
+//! containerd, kubelet, kube-proxy), a NATS server with JetStream, and an OCI
 //! distribution registry.
 //!
 //! Binaries come from the cache that `cargo xtask envtest` fills (see
@@ -16,14 +17,15 @@ pub mod audit;
 mod control_plane;
 mod error;
 pub mod nats;
+pub mod node;
 mod pki;
 mod process;
 pub mod registry;
 mod testdata;
 
 pub use control_plane::{
-    AUDIT_ENV, CRD_ESTABLISHED_TIMEOUT, ControlPlane, ControlPlaneTimings, KWOK_NODE_NAME,
-    TestNamespace, control_plane,
+    AUDIT_ENV, CRD_ESTABLISHED_TIMEOUT, ControlPlane, ControlPlaneOptions, ControlPlaneTimings,
+    FAKE_NODE_TAINT, KWOK_NODE_NAME, TestNamespace, control_plane, set_control_plane,
 };
 pub use error::Error;
 pub use testdata::testdata;

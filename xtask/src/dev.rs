@@ -1,0 +1,577 @@
+//! `cargo xtask dev`: the whole of OLM on this machine, from one command.
+//!
+//! Stage by stage: the binaries are built; a loopback OCI registry, a
+//! control plane and (when this machine can run one) a real node start; the
+//! images the node runs are pushed (the pause image, `opm`, the example
+//! operator); OLM's CRDs are applied; the example catalog is published as an
+//! image that serves itself and a CatalogSource points at it; OLM's services
+//! run as host processes against the cluster (`--services host`, the
+//! developer loop: stop one and run it with `cargo xtask run` instead); and
+//! everything is waited for until Ready. Then it says what to type next.
+//!
+//! Without a real node (not root, or no containerd) the control plane runs
+//! with kwok only: the services still run, but catalog images cannot be
+//! served, so the example catalog is left out and the command says so.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use olm_testkit::{
+    ControlPlane, ControlPlaneOptions,
+    node::{Mirror, NODE_IP, NODE_NAME, NODE_TAINT, NodeOptions, RealNode},
+    registry::Registry,
+};
+
+use crate::workspace_root;
+
+/// The namespace OLM's global catalogs live in.
+const OLM_NAMESPACE: &str = "olm";
+/// The example catalog's CatalogSource.
+const EXAMPLE_CATALOG: &str = "example-catalog";
+/// How long each wait may take.
+const STAGE_TIMEOUT: Duration = Duration::from_secs(180);
+/// packageserver's port on the node address.
+const PACKAGESERVER_PORT: u16 = 5443;
+
+/// How OLM's services run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ServicesMode {
+    /// As processes on this host, with the admin identity (the developer loop).
+    Host,
+    /// Not at all: start them yourself with `cargo xtask run <service>`.
+    None,
+}
+
+/// Options of `cargo xtask dev`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DevArgs {
+    /// Where the control plane keeps its state and kubeconfig.
+    #[arg(long, env = "OLM_DEV_DIR")]
+    dir: Option<PathBuf>,
+    /// How OLM's services run.
+    #[arg(long, value_enum, default_value = "host")]
+    services: ServicesMode,
+    /// Do not start a real node even when this machine can run one.
+    #[arg(long)]
+    no_node: bool,
+}
+
+/// The services `--services host` runs: (binary, extra arguments).
+fn services(registry: &str, with_node: bool) -> Vec<(&'static str, Vec<String>)> {
+    let lookup = if with_node { "cluster-ip" } else { "dns" };
+    let mut list = vec![
+        ("olm-operator", vec![]),
+        (
+            "catalog-operator",
+            vec![
+                format!("--service-lookup={lookup}"),
+                format!("--insecure-registry={registry}"),
+            ],
+        ),
+        (
+            "bundle-unpacker",
+            vec![format!("--insecure-registry={registry}")],
+        ),
+    ];
+    if with_node {
+        // The aggregator reaches packageserver at the node address (it
+        // refuses loopback endpoints).
+        list.push((
+            "packageserver",
+            vec![
+                format!("--namespace={OLM_NAMESPACE}"),
+                format!("--global-namespace={OLM_NAMESPACE}"),
+                format!("--service-lookup={lookup}"),
+                format!("--bind-address={NODE_IP}"),
+                format!("--secure-port={PACKAGESERVER_PORT}"),
+            ],
+        ));
+    }
+    list
+}
+
+/// Prints a stage as it starts and how long it took when it ends.
+struct Stages {
+    started: Instant,
+    current: Option<(String, Instant)>,
+}
+
+impl Stages {
+    fn begin(&mut self, name: &str) {
+        self.end();
+        println!("==> {name}");
+        self.current = Some((name.to_owned(), Instant::now()));
+    }
+
+    fn end(&mut self) {
+        if let Some((name, at)) = self.current.take() {
+            println!("    {name}: done in {:.1} s", at.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// A service running as a host process; killed when dropped.
+struct HostService {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+    admin: String,
+}
+
+impl Drop for HostService {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn run(args: &DevArgs) -> Result<()> {
+    let mut stages = Stages {
+        started: Instant::now(),
+        current: None,
+    };
+    stages.begin("installing the control plane's binaries (cargo xtask envtest)");
+    crate::envtest::install(&crate::envtest::EnvtestArgs::default())?;
+
+    stages.begin("building OLM's binaries");
+    let packages = [
+        "olm-operator",
+        "catalog-operator",
+        "bundle-unpacker",
+        "packageserver",
+        "opm",
+        "example-operator",
+    ];
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.current_dir(workspace_root()).arg("build");
+    for package in packages {
+        cargo.args(["-p", package]);
+    }
+    let status = cargo.status().context("running cargo build")?;
+    if !status.success() {
+        bail!("building OLM's binaries failed ({status})");
+    }
+    let bin = workspace_root().join("target").join("debug");
+
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| workspace_root().join(".cache/dev"));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir.join("logs"))
+        .with_context(|| format!("creating {}", dir.display()))?;
+
+    stages.begin("starting a loopback OCI registry");
+    let registry = Registry::start().context("starting the OCI registry (docker-registry)")?;
+    let host = registry.host();
+
+    let node_refusal = if args.no_node {
+        Some("--no-node".to_owned())
+    } else {
+        RealNode::unsupported()
+    };
+    stages.begin("starting the control plane (etcd, kube-apiserver, controllers, kwok)");
+    let options = if node_refusal.is_none() {
+        ControlPlaneOptions::for_real_node()
+    } else {
+        ControlPlaneOptions::default()
+    };
+    let plane =
+        ControlPlane::start_in_with(&dir, &options).context("starting the control plane")?;
+
+    let node = match &node_refusal {
+        Some(reason) => {
+            println!("    no real node: {reason}; pods run on kwok's fake node only");
+            None
+        }
+        None => {
+            stages.begin("pushing the node's images (pause, opm, example operator)");
+            let runtime = tokio::runtime::Runtime::new()?;
+            let opm_image = runtime.block_on(olm_images::push_node_images(
+                &host,
+                &bin.join("opm"),
+                &bin.join("example-operator"),
+                &olm_images::git_revision(),
+            ))?;
+            stages.begin("starting the real node (containerd, kubelet, kube-proxy)");
+            let mirrors = olm_images::node_mirrors(&host)
+                .into_iter()
+                .map(|(registry, endpoint)| Mirror { registry, endpoint })
+                .collect();
+            let node = RealNode::start(&plane, &NodeOptions { mirrors })
+                .context("starting the real node")?;
+            Some((node, opm_image))
+        }
+    };
+
+    stages.begin("applying OLM's CRDs and the olm namespace");
+    kubectl(
+        &plane,
+        &["apply", "--server-side", "-f"],
+        Some(&workspace_root().join("deploy/crds")),
+    )?;
+    kubectl(
+        &plane,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd",
+            "--all",
+        ],
+        None,
+    )?;
+    apply_yaml(
+        &plane,
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {OLM_NAMESPACE}\n"),
+    )?;
+
+    let mut running = Vec::new();
+    if args.services == ServicesMode::Host {
+        stages.begin("starting OLM's services as host processes");
+        if node.is_some() {
+            apply_yaml(&plane, &packageserver_endpoints())?;
+        }
+        for (index, (name, extra)) in services(&host, node.is_some()).into_iter().enumerate() {
+            running.push(start_service(&plane, &bin, name, &extra, &dir, index)?);
+        }
+        for service in &mut running {
+            wait_ready(service)?;
+        }
+    }
+
+    if let Some((_, opm_image)) = &node {
+        stages.begin("publishing the example catalog and its CatalogSource");
+        let catalog = olm_images::example::publish(
+            &bin.join("opm"),
+            &host,
+            olm_images::example::VERSIONS,
+            "latest",
+            opm_image,
+        )?;
+        println!("    {catalog}");
+        apply_yaml(&plane, &example_catalog_source(&host))?;
+        if args.services == ServicesMode::Host {
+            stages.begin("waiting for the example catalog to serve");
+            wait_until(STAGE_TIMEOUT, "the example CatalogSource READY", || {
+                let out = kubectl_output(
+                    &plane,
+                    &[
+                        "get",
+                        "catalogsource",
+                        "-n",
+                        OLM_NAMESPACE,
+                        EXAMPLE_CATALOG,
+                        "-o",
+                        "jsonpath={.status.connectionState.lastObservedState}",
+                    ],
+                )?;
+                if out == "READY" {
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!("state {out:?}"))
+                }
+            })?;
+            wait_until(
+                STAGE_TIMEOUT,
+                "packagemanifests through the aggregator",
+                || {
+                    let out =
+                        kubectl_output(&plane, &["get", "packagemanifests", "-n", OLM_NAMESPACE])?;
+                    if out.contains("example-operator") {
+                        Ok(())
+                    } else {
+                        Err(anyhow::anyhow!("{out}"))
+                    }
+                },
+            )?;
+        }
+    }
+    stages.end();
+
+    println!();
+    println!(
+        "OLM is ready in {:.0} s.",
+        stages.started.elapsed().as_secs_f64()
+    );
+    println!("  export KUBECONFIG={}", plane.kubeconfig_path().display());
+    println!(
+        "  export PATH={}:$PATH   # the pinned kubectl",
+        olm_testkit::assets::bin_dir().display()
+    );
+    if node.is_some() {
+        println!("Install the example operator and greet someone:");
+        println!("  kubectl apply -f examples/install/");
+        println!(
+            "  kubectl get csv -n example-operator -w      # Succeeded, pod Running on {NODE_NAME}"
+        );
+        println!("  kubectl get greetings -n example-operator");
+        println!("  kubectl get packagemanifests -n {OLM_NAMESPACE}");
+    }
+    println!("Logs: {}", dir.join("logs").display());
+    if !running.is_empty() {
+        println!(
+            "Services: {} (stop one with kill, then `cargo xtask run <service>`)",
+            running
+                .iter()
+                .map(|s| format!("{} pid {} admin {}", s.name, s.child.id(), s.admin))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    println!("Press Ctrl-C to stop.");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(tokio::signal::ctrl_c())?;
+    println!("stopping");
+    drop(running);
+    drop(node);
+    drop(plane);
+    drop(registry);
+    Ok(())
+}
+
+fn start_service(
+    plane: &ControlPlane,
+    bin: &Path,
+    name: &'static str,
+    extra: &[String],
+    dir: &Path,
+    index: usize,
+) -> Result<HostService> {
+    let log = dir.join("logs").join(format!("{name}.log"));
+    let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let err = out.try_clone()?;
+    let admin = format!("127.0.0.1:{}", 18080 + index);
+    let child = Command::new(bin.join(name))
+        .args(extra)
+        .env("KUBECONFIG", plane.kubeconfig_path())
+        .env("OLM_ADMIN_BIND_ADDRESS", &admin)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("starting {name}"))?;
+    Ok(HostService {
+        name,
+        child,
+        log,
+        admin,
+    })
+}
+
+fn wait_ready(service: &mut HostService) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = service.child.try_wait()? {
+            bail!(
+                "{} exited ({status}); its log: {}",
+                service.name,
+                service.log.display()
+            );
+        }
+        if http_ok(&service.admin, "/readyz") {
+            println!(
+                "    {} ready in {:.1} s (admin {})",
+                service.name,
+                started.elapsed().as_secs_f64(),
+                service.admin
+            );
+            return Ok(());
+        }
+        if started.elapsed() > STAGE_TIMEOUT {
+            bail!(
+                "{} not ready after {} s; its log: {}",
+                service.name,
+                STAGE_TIMEOUT.as_secs(),
+                service.log.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Whether `GET http://<address><path>` answers 200.
+fn http_ok(address: &str, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+}
+
+fn wait_until<F>(timeout: Duration, what: &str, mut check: F) -> Result<()>
+where
+    F: FnMut() -> Result<(), anyhow::Error>,
+{
+    let started = Instant::now();
+    loop {
+        match check() {
+            Ok(()) => return Ok(()),
+            Err(last) if started.elapsed() > timeout => {
+                bail!(
+                    "{what}: not true after {} s; last: {last:#}",
+                    timeout.as_secs()
+                )
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+fn kubectl(plane: &ControlPlane, args: &[&str], path: Option<&Path>) -> Result<()> {
+    let mut command = plane.kubectl();
+    command.args(args);
+    if let Some(path) = path {
+        command.arg(path);
+    }
+    let output = command.output().context("running kubectl")?;
+    if !output.status.success() {
+        bail!(
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn kubectl_output(plane: &ControlPlane, args: &[&str]) -> Result<String> {
+    let output = plane
+        .kubectl()
+        .args(args)
+        .output()
+        .context("running kubectl")?;
+    if !output.status.success() {
+        bail!("{}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+fn apply_yaml(plane: &ControlPlane, yaml: &str) -> Result<()> {
+    use std::io::Write;
+    let mut child = plane
+        .kubectl()
+        .args(["apply", "--server-side", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running kubectl")?;
+    child
+        .stdin
+        .take()
+        .context("kubectl stdin")?
+        .write_all(yaml.as_bytes())?;
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        bail!(
+            "kubectl apply failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The Service the APIService names, with an EndpointSlice at the node
+/// address where the host's packageserver listens.
+fn packageserver_endpoints() -> String {
+    format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: packageserver-service, namespace: {OLM_NAMESPACE}}}
+spec:
+  ports: [{{name: https, port: 443, targetPort: {PACKAGESERVER_PORT}, protocol: TCP}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: packageserver-host
+  namespace: {OLM_NAMESPACE}
+  labels: {{kubernetes.io/service-name: packageserver-service}}
+addressType: IPv4
+ports: [{{name: https, port: {PACKAGESERVER_PORT}, protocol: TCP}}]
+endpoints: [{{addresses: [\"{NODE_IP}\"], conditions: {{ready: true}}}}]
+"
+    )
+}
+
+/// The example catalog, served by a registry pod on the real node.
+fn example_catalog_source(registry: &str) -> String {
+    format!(
+        "apiVersion: operators.coreos.com/v1alpha1
+kind: CatalogSource
+metadata: {{name: {EXAMPLE_CATALOG}, namespace: {OLM_NAMESPACE}}}
+spec:
+  sourceType: grpc
+  image: {image}
+  displayName: Example operators
+  publisher: olm-rs
+  updateStrategy: {{registryPoll: {{interval: 1m}}}}
+  grpcPodConfig:
+    securityContextConfig: restricted
+    nodeSelector: {{kubernetes.io/hostname: {NODE_NAME}}}
+    tolerations: [{{key: {NODE_TAINT}, operator: Exists, effect: NoSchedule}}]
+",
+        image = olm_images::example::catalog_image(registry, "latest"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manifests_it_applies_are_valid_yaml_naming_the_node() {
+        let catalog: serde_json::Value =
+            serde_yaml_ng::from_str(&example_catalog_source("127.0.0.1:5000")).unwrap_or_default();
+        assert_eq!(
+            catalog["spec"]["image"],
+            "127.0.0.1:5000/olm-rs/example-catalog:latest"
+        );
+        assert_eq!(
+            catalog["spec"]["grpcPodConfig"]["tolerations"][0]["key"],
+            NODE_TAINT
+        );
+        let documents: Vec<serde_json::Value> =
+            serde_yaml_ng::Deserializer::from_str(&packageserver_endpoints())
+                .map(|d| serde::Deserialize::deserialize(d).unwrap_or_default())
+                .collect();
+        assert_eq!(documents.len(), 2);
+        assert_eq!(documents[1]["endpoints"][0]["addresses"][0], NODE_IP);
+        assert_eq!(
+            documents[1]["metadata"]["labels"]["kubernetes.io/service-name"],
+            documents[0]["metadata"]["name"]
+        );
+    }
+
+    #[test]
+    fn without_a_node_services_dial_by_dns_and_packageserver_stays_off() {
+        let names: Vec<&str> = services("127.0.0.1:5000", false)
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        assert!(!names.contains(&"packageserver"), "{names:?}");
+        let with_node = services("127.0.0.1:5000", true);
+        let catalog = with_node
+            .iter()
+            .find(|(n, _)| *n == "catalog-operator")
+            .map(|(_, a)| a.clone())
+            .unwrap_or_default();
+        assert!(catalog.contains(&"--service-lookup=cluster-ip".to_owned()));
+        assert!(catalog.contains(&"--insecure-registry=127.0.0.1:5000".to_owned()));
+    }
+}
