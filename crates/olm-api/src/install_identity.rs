@@ -102,18 +102,15 @@ pub fn install_service_account<'a>(
     }
 }
 
-/// How a request made on behalf of a ServiceAccount identifies itself: the
-/// `Impersonate-User` and `Impersonate-Group` values the API server gives a
-/// ServiceAccount's own token.
-pub fn impersonation(reference: &ObjectReference) -> (String, Vec<String>) {
+/// The `Impersonate-User` of a request made on behalf of a ServiceAccount.
+/// No `Impersonate-Group` goes with it: the API server gives an impersonated
+/// ServiceAccount exactly the groups its own token has
+/// (`system:serviceaccounts`, `system:serviceaccounts:<namespace>`,
+/// `system:authenticated`), and naming them would need the right to
+/// impersonate any group (`system:masters` included), since the
+/// per-namespace group cannot be listed in RBAC.
+pub fn impersonation(reference: &ObjectReference) -> String {
     let namespace = reference.namespace.as_deref().unwrap_or_default();
     let name = reference.name.as_deref().unwrap_or_default();
-    (
-        format!("system:serviceaccount:{namespace}:{name}"),
-        vec![
-            "system:serviceaccounts".to_owned(),
-            format!("system:serviceaccounts:{namespace}"),
-            "system:authenticated".to_owned(),
-        ],
-    )
+    format!("system:serviceaccount:{namespace}:{name}")
 }

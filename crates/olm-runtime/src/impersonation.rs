@@ -1,13 +1,14 @@
 //! Clients that act as a ServiceAccount: every request carries the
-//! `Impersonate-User` and `Impersonate-Group` headers of that account, so the
-//! API server grants it no more than the account may do. This is the one
+//! `Impersonate-User` header of that account (and no `Impersonate-Group`:
+//! the API server adds the account's own groups), so the API server grants
+//! it no more than the account may do. This is the one
 //! impersonation mechanism of the services; which account to impersonate is
 //! decided by [`olm_api::install_identity`].
 //!
 //! Impersonation needs no token Secret and no TokenRequest (upstream
 //! authenticates with the account's token instead); the calling service's
-//! own credentials must be allowed to `impersonate` serviceaccounts and
-//! groups.
+//! own credentials must be allowed to `impersonate` serviceaccounts, and
+//! nothing else.
 
 use http::HeaderValue;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -24,7 +25,7 @@ pub fn impersonating(
     client: &Client,
     reference: &ObjectReference,
 ) -> Result<Client, IdentityUnavailable> {
-    let (user, groups) = impersonation(reference);
+    let user = impersonation(reference);
     let header = |value: &str| {
         HeaderValue::from_str(value).map_err(|_| {
             IdentityUnavailable(format!(
@@ -33,21 +34,14 @@ pub fn impersonating(
         })
     };
     let user = header(&user)?;
-    let groups = groups
-        .iter()
-        .map(|g| header(g))
-        .collect::<Result<Vec<_>, _>>()?;
     let base = client.clone();
     let service = tower::service_fn(move |mut request: http::Request<kube::client::Body>| {
         let base = base.clone();
         let headers = request.headers_mut();
-        // Headers a caller set are replaced, never added to: a second
+        // Headers a caller set are replaced, never added to: an
         // Impersonate-Group would widen the identity.
         headers.remove("Impersonate-Group");
         headers.insert("Impersonate-User", user.clone());
-        for group in &groups {
-            headers.append("Impersonate-Group", group.clone());
-        }
         async move { base.send(request).await }
     });
     Ok(Client::new(service, client.default_namespace()))
