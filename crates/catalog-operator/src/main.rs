@@ -66,11 +66,17 @@ struct Cli {
     )]
     util_image: String,
 
-    /// Run registry pods as user 1001 (non-root).
+    /// Run registry pods as user 1001 (non-root). Like upstream's Go flag,
+    /// it is given alone or as `--set-workload-user-id=true|false`.
     #[arg(
         long = "set-workload-user-id",
         env = "OLM_SET_WORKLOAD_USER_ID",
-        default_value_t = false
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        require_equals = true,
+        value_name = "BOOL"
     )]
     set_workload_user_id: bool,
 
@@ -277,6 +283,14 @@ mod tests {
         let defaults = Cli::try_parse_from(["catalog-operator"]).expect("defaults parse");
         assert_eq!(defaults.interval, Duration::from_secs(900));
         assert_eq!(defaults.namespace, "olm");
+        assert!(!defaults.set_workload_user_id);
+        // Upstream's deployments spell the boolean with a value.
+        for (given, wanted) in [("=true", true), ("=false", false)] {
+            let flag = format!("--set-workload-user-id{given}");
+            let cli = Cli::try_parse_from(["catalog-operator", flag.as_str()]).expect("parses");
+            assert_eq!(cli.set_workload_user_id, wanted, "{flag}");
+        }
+        assert!(Cli::try_parse_from(["catalog-operator", "--set-workload-user-id=maybe"]).is_err());
     }
 
     #[test]
