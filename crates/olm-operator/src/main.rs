@@ -1,11 +1,19 @@
 //! The `olm-operator` binary: drives ClusterServiceVersions and OperatorGroups
 //! as upstream OLM's `olm` binary does, serving `/metrics`, `/healthz` and
-//! `/readyz` on the admin address.
+//! `/readyz` on the admin address. `olm-operator bus-credentials` instead
+//! creates the bus's NKey Secrets once and exits (see [`bus_credentials`]);
+//! `olm-operator apply-crds` creates or replaces CRDs from files and exits
+//! (see [`apply_crds`]).
+
+mod apply_crds;
+mod bus_credentials;
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use clap::Parser;
+use apply_crds::ApplyCrdsArgs;
+use bus_credentials::BusCredentialsArgs;
+use clap::{Parser, Subcommand};
 use olm_operator::{
     controller::{self, ControllerConfig},
     metrics::OperatorMetrics,
@@ -21,12 +29,24 @@ use olm_runtime::{
 
 /// The name of this service: its field manager, lease and telemetry name.
 const SERVICE_NAME: &str = "olm-operator";
+/// The name `bus-credentials` logs and sends requests under, so that the API
+/// server's audit log tells the Job from the service.
+const BUS_CREDENTIALS_NAME: &str = "olm-operator-bus-credentials";
+/// The name `apply-crds` logs and sends requests under.
+const APPLY_CRDS_NAME: &str = "olm-operator-apply-crds";
 
 /// Operator Lifecycle Manager: ClusterServiceVersion lifecycle and
 /// OperatorGroups.
+///
+/// Without a subcommand it runs the service; the service's flags cannot be
+/// combined with a subcommand.
 #[derive(Debug, Parser)]
-#[command(name = "olm-operator", version)]
+#[command(name = "olm-operator", version, args_conflicts_with_subcommands = true)]
 struct Cli {
+    /// A one-off task to run instead of the service.
+    #[command(subcommand)]
+    command: Option<Command>,
+
     /// How often every object is reconciled again even without a change.
     #[arg(
         long = "interval",
@@ -94,6 +114,18 @@ struct Cli {
     leader_election: LeaderElectionArgs,
 }
 
+/// One-off tasks of the `olm-operator` binary.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create or repair the NKey Secrets of the bus's services and the NATS
+    /// server's authorization Secret, then exit (for a Helm Job).
+    BusCredentials(BusCredentialsArgs),
+    /// Create or replace the CustomResourceDefinitions in a directory of
+    /// YAML files and wait until they are Established, then exit (for a
+    /// Helm hook Job).
+    ApplyCrds(ApplyCrdsArgs),
+}
+
 impl Cli {
     /// The serving-certificate lifetimes and thresholds of owned APIServices
     /// and webhooks.
@@ -110,7 +142,48 @@ impl Cli {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    match cli.command.take() {
+        Some(Command::BusCredentials(args)) => issue_bus_credentials(args).await,
+        Some(Command::ApplyCrds(args)) => apply_crds(args).await,
+        None => run_service(cli).await,
+    }
+}
+
+/// `olm-operator bus-credentials`.
+async fn issue_bus_credentials(args: BusCredentialsArgs) -> anyhow::Result<()> {
+    let _telemetry = telemetry::init(
+        &args.telemetry,
+        &ServiceInfo::new(BUS_CREDENTIALS_NAME, env!("CARGO_PKG_VERSION")),
+    )?;
+    let config = args
+        .kube
+        .config_for(BUS_CREDENTIALS_NAME, env!("CARGO_PKG_VERSION"))
+        .await
+        .context("reading the kube configuration")?;
+    let client = kube::Client::try_from(config).context("building the kube client")?;
+    bus_credentials::run(client, &args).await?;
+    Ok(())
+}
+
+/// `olm-operator apply-crds`.
+async fn apply_crds(args: ApplyCrdsArgs) -> anyhow::Result<()> {
+    let _telemetry = telemetry::init(
+        &args.telemetry,
+        &ServiceInfo::new(APPLY_CRDS_NAME, env!("CARGO_PKG_VERSION")),
+    )?;
+    let config = args
+        .kube
+        .config_for(APPLY_CRDS_NAME, env!("CARGO_PKG_VERSION"))
+        .await
+        .context("reading the kube configuration")?;
+    let client = kube::Client::try_from(config).context("building the kube client")?;
+    apply_crds::run(client, &args).await?;
+    Ok(())
+}
+
+/// The olm-operator service, until a signal stops it.
+async fn run_service(cli: Cli) -> anyhow::Result<()> {
     let _telemetry = telemetry::init(
         &cli.telemetry,
         &ServiceInfo::new(SERVICE_NAME, env!("CARGO_PKG_VERSION")),
@@ -204,13 +277,117 @@ mod tests {
     #[test]
     fn every_flag_can_be_set_from_the_environment() {
         let command = Cli::command();
-        let missing: Vec<_> = command
-            .get_arguments()
-            .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
-            .filter(|arg| arg.get_env().is_none())
-            .map(|arg| arg.get_id().to_string())
+        let missing: Vec<_> = std::iter::once(&command)
+            .chain(command.get_subcommands())
+            .flat_map(|command| {
+                let name = command.get_name();
+                command.get_arguments().map(move |arg| (name, arg))
+            })
+            .filter(|(_, arg)| !matches!(arg.get_id().as_str(), "help" | "version"))
+            .filter(|(_, arg)| arg.get_env().is_none())
+            .map(|(command, arg)| format!("{command} {}", arg.get_id()))
             .collect();
         assert!(missing.is_empty(), "flags without env: {missing:?}");
+    }
+
+    #[test]
+    fn the_service_and_bus_credentials_both_parse() {
+        let service = Cli::try_parse_from(["olm-operator", "--interval", "30s"]).expect("service");
+        assert!(service.command.is_none());
+        assert_eq!(service.interval, Duration::from_secs(30));
+
+        let cli = Cli::try_parse_from([
+            "olm-operator",
+            "bus-credentials",
+            "--namespace",
+            "sample-bus-system",
+            "--owner-service-account",
+            "sample-installer",
+            "--services",
+            "catalog-operator,packageserver",
+            "--kubeconfig",
+            "/sample/kubeconfig",
+        ])
+        .expect("bus-credentials");
+        let Some(Command::BusCredentials(args)) = cli.command else {
+            panic!("no subcommand: {cli:?}");
+        };
+        assert_eq!(args.namespace, "sample-bus-system");
+        assert_eq!(args.secret_prefix, "olm-bus");
+        assert_eq!(
+            args.owner_service_account.as_deref(),
+            Some("sample-installer")
+        );
+        assert_eq!(args.services, ["catalog-operator", "packageserver"]);
+        assert_eq!(
+            args.kube.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/sample/kubeconfig"))
+        );
+
+        let defaults = Cli::try_parse_from([
+            "olm-operator",
+            "bus-credentials",
+            "--namespace",
+            "sample-bus-system",
+        ])
+        .expect("defaults");
+        let Some(Command::BusCredentials(defaults)) = defaults.command else {
+            panic!("no subcommand");
+        };
+        let every_service: Vec<_> = olm_bus::auth::SERVICES.iter().map(|p| p.service).collect();
+        assert_eq!(defaults.services, every_service);
+        assert_eq!(defaults.owner_service_account, None);
+    }
+
+    #[test]
+    fn apply_crds_parses_with_a_default_timeout() {
+        let cli = Cli::try_parse_from([
+            "olm-operator",
+            "apply-crds",
+            "--dir=/sample/crds",
+            "--kubeconfig",
+            "/sample/kubeconfig",
+        ])
+        .expect("apply-crds");
+        let Some(Command::ApplyCrds(args)) = cli.command else {
+            panic!("no subcommand: {cli:?}");
+        };
+        assert_eq!(args.dir, std::path::Path::new("/sample/crds"));
+        assert_eq!(args.timeout, Duration::from_secs(120));
+        assert_eq!(
+            args.kube.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/sample/kubeconfig"))
+        );
+
+        let cli = Cli::try_parse_from([
+            "olm-operator",
+            "apply-crds",
+            "--dir",
+            "/sample/crds",
+            "--timeout",
+            "30s",
+        ])
+        .expect("timeout");
+        let Some(Command::ApplyCrds(args)) = cli.command else {
+            panic!("no subcommand");
+        };
+        assert_eq!(args.timeout, Duration::from_secs(30));
+
+        let missing = Cli::try_parse_from(["olm-operator", "apply-crds"]);
+        assert!(missing.is_err(), "--dir is required: {missing:?}");
+    }
+
+    #[test]
+    fn service_flags_and_a_subcommand_do_not_mix() {
+        let mixed = Cli::try_parse_from([
+            "olm-operator",
+            "--interval",
+            "30s",
+            "bus-credentials",
+            "--namespace",
+            "sample-bus-system",
+        ]);
+        assert!(mixed.is_err(), "{mixed:?}");
     }
 
     #[test]
