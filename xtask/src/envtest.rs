@@ -8,6 +8,10 @@
 //! - kwok is built from `sigs.k8s.io/kwok` at [`olm_testkit::assets::KWOK_VERSION`];
 //! - etcd is built from `go.etcd.io/etcd/server/v3` at the release pinned in
 //!   `xtask/envtest/etcd/go.mod` (Debian's 3.4 is too old for Kubernetes 1.34);
+//! - grpcurl and helm are built from their Go modules at
+//!   [`assets::GRPCURL_VERSION`] and [`assets::HELM_VERSION`], while
+//!   Kubernetes builds (each has its own stamp, so adding or bumping one does
+//!   not rebuild the control plane);
 //! - nats-server, the OCI registry and the real node's runtime come from
 //!   Debian's packages (`nats-server`, `docker-registry`, `containerd`,
 //!   `runc`, `containernetworking-plugins`, `iptables`).
@@ -56,11 +60,81 @@ const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("iptables", "iptables"),
 ];
 
+/// A Go command built with `go install package@version`, with its own stamp.
+struct GoTool {
+    name: &'static str,
+    package: &'static str,
+    version: &'static str,
+    /// Linker flags beyond `-s -w`.
+    ldflags: fn() -> String,
+}
+
+/// The Go tools beside the control plane.
+const GO_TOOLS: &[GoTool] = &[
+    GoTool {
+        name: "grpcurl",
+        package: "github.com/fullstorydev/grpcurl/cmd/grpcurl",
+        version: assets::GRPCURL_VERSION,
+        ldflags: String::new,
+    },
+    GoTool {
+        name: "helm",
+        package: "helm.sh/helm/v3/cmd/helm",
+        version: assets::HELM_VERSION,
+        ldflags: helm_ldflags,
+    },
+];
+
+/// What Helm's own build stamps in: its version, and the Kubernetes release
+/// `helm template` and `helm lint` assume (without it they assume 1.20 and
+/// refuse a chart that needs newer).
+fn helm_ldflags() -> String {
+    let mut parts = assets::KUBERNETES_VERSION.split('.');
+    let major = parts.next().unwrap_or("1");
+    let minor = parts.next().unwrap_or("0");
+    let mut flags = format!(
+        "-X helm.sh/helm/v3/internal/version.version=v{}",
+        assets::HELM_VERSION
+    );
+    for package in [
+        "helm.sh/helm/v3/pkg/chartutil",
+        "helm.sh/helm/v3/pkg/lint/rules",
+    ] {
+        flags.push_str(&format!(
+            " -X {package}.k8sVersionMajor={major} -X {package}.k8sVersionMinor={minor}"
+        ));
+    }
+    flags
+}
+
 pub(crate) fn install(args: &EnvtestArgs) -> Result<()> {
     let started = Instant::now();
     install_debian_packages()?;
     let bin = assets::bin_dir();
-    install_grpcurl(&bin, args.force)?;
+    std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
+    // The small Go tools build beside Kubernetes: their module downloads
+    // overlap its compilation.
+    let force = args.force;
+    let tools_bin = bin.clone();
+    let tools = std::thread::spawn(move || -> Result<()> {
+        for tool in GO_TOOLS {
+            install_go_tool(&tools_bin, tool, force)?;
+        }
+        Ok(())
+    });
+    let kubernetes = install_control_plane(&bin, force);
+    let tools = tools
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    kubernetes?;
+    tools?;
+    println!("envtest: done in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Kubernetes, etcd and kwok, unless the stamp says this set is installed.
+fn install_control_plane(bin: &Path, force: bool) -> Result<()> {
+    let started = Instant::now();
     let stamp = bin.join(format!(
         ".installed-k8s-{}-etcd-{}-kwok-{}",
         assets::KUBERNETES_VERSION,
@@ -72,15 +146,14 @@ pub(crate) fn install(args: &EnvtestArgs) -> Result<()> {
             .iter()
             .chain(["kwok", "etcd"].iter())
             .all(|name| bin.join(name).exists());
-    if complete && !args.force {
-        println!("envtest: up to date in {}", bin.display());
+    if complete && !force {
+        println!("envtest: control plane up to date in {}", bin.display());
         return Ok(());
     }
-    std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
     check_go()?;
-    build_kubernetes(&bin)?;
-    build_etcd(&bin)?;
-    build_kwok(&bin)?;
+    build_kubernetes(bin)?;
+    build_etcd(bin)?;
+    build_kwok(bin)?;
     std::fs::write(&stamp, "").with_context(|| format!("writing {}", stamp.display()))?;
     println!(
         "envtest: installed Kubernetes {}, etcd {} and kwok {} into {} in {:.0} s",
@@ -216,29 +289,33 @@ fn build_etcd(bin: &Path) -> Result<()> {
     Ok(())
 }
 
-/// grpcurl, built from its Go module at the pinned version; it has its own
-/// stamp so that adding it does not rebuild the control plane.
-fn install_grpcurl(bin: &Path, force: bool) -> Result<()> {
-    let stamp = bin.join(format!(".installed-grpcurl-{}", assets::GRPCURL_VERSION));
-    if stamp.exists() && bin.join("grpcurl").exists() && !force {
+/// A Go command built from its module at a pinned version, with its own
+/// stamp so that adding or bumping it does not rebuild the control plane.
+fn install_go_tool(bin: &Path, tool: &GoTool, force: bool) -> Result<()> {
+    let GoTool {
+        name,
+        package,
+        version,
+        ldflags,
+    } = tool;
+    let ldflags = ldflags();
+    // The stamp names the build: a change of linker flags rebuilds.
+    let stamp = bin.join(format!(".installed-{name}-{version}-2"));
+    if stamp.exists() && bin.join(name).exists() && !force {
         return Ok(());
     }
-    std::fs::create_dir_all(bin).with_context(|| format!("creating {}", bin.display()))?;
     check_go()?;
     let started = Instant::now();
-    let scratch = tempfile_dir()?;
+    let scratch = tempfile_dir(name)?;
     run(go_command(&scratch)
         .env("GOBIN", bin)
-        .args(["install", "-trimpath", "-ldflags=-s -w"])
-        .arg(format!(
-            "github.com/fullstorydev/grpcurl/cmd/grpcurl@v{}",
-            assets::GRPCURL_VERSION
-        )))?;
+        .args(["install", "-trimpath"])
+        .arg(format!("-ldflags=-s -w {ldflags}"))
+        .arg(format!("{package}@v{version}")))?;
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::write(&stamp, "").with_context(|| format!("writing {}", stamp.display()))?;
     println!(
-        "envtest: grpcurl {} built in {:.0} s",
-        assets::GRPCURL_VERSION,
+        "envtest: {name} {version} built in {:.0} s",
         started.elapsed().as_secs_f64()
     );
     Ok(())
@@ -246,7 +323,7 @@ fn install_grpcurl(bin: &Path, force: bool) -> Result<()> {
 
 fn build_kwok(bin: &Path) -> Result<()> {
     let started = Instant::now();
-    let scratch = tempfile_dir()?;
+    let scratch = tempfile_dir("kwok")?;
     run(go_command(&scratch)
         .env("GOBIN", bin)
         .args(["install", "-trimpath", "-ldflags=-s -w"])
@@ -263,8 +340,8 @@ fn build_kwok(bin: &Path) -> Result<()> {
 }
 
 /// `go install pkg@version` must run outside any module.
-fn tempfile_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("olm-xtask-go-{}", std::process::id()));
+fn tempfile_dir(name: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("olm-xtask-go-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
 }

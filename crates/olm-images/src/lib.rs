@@ -225,6 +225,85 @@ pub async fn push_node_images(
     Ok(opm_reference)
 }
 
+/// OLM's services, one image each, named after the binary: what the Helm
+/// chart runs (`ghcr.io/olm-rs/<service>:<version>`).
+pub const SERVICES: &[&str] = &[
+    "olm-operator",
+    "catalog-operator",
+    "packageserver",
+    "bundle-unpacker",
+];
+
+/// The NATS server's image name (`ghcr.io/olm-rs/nats:<version>`).
+pub const NATS: &str = "nats";
+
+/// The NATS server image: Debian's `nats-server` (the one the tests run) at
+/// `/usr/local/bin/nats-server`, tagged with its version. Returns the tag
+/// and the image.
+pub fn nats_image(revision: &str) -> Result<(String, BuiltImage)> {
+    let binary = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .context("nats-server is not installed (apt-get install nats-server)")?;
+    let output = Command::new(binary)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", binary.display()))?;
+    let version = nats_version(&String::from_utf8_lossy(&output.stdout)).with_context(|| {
+        format!(
+            "{} --version said {:?}",
+            binary.display(),
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })?;
+    let image = BinaryImage {
+        name: "nats-server",
+        binary,
+        install_path: None,
+        tag: &version,
+        revision,
+    }
+    .build()?;
+    Ok((version, image))
+}
+
+/// The version in `nats-server --version`'s output (`nats-server: v2.9.10`).
+pub fn nats_version(output: &str) -> Option<String> {
+    let version = output.trim().rsplit(' ').next()?.trim_start_matches('v');
+    let valid = !version.is_empty()
+        && version
+            .split('.')
+            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()));
+    valid.then(|| version.to_owned())
+}
+
+/// Pushes the service images (binaries from `bin_dir`) to `registry` as
+/// `<registry>/olm-rs/<service>:<tag>`, and the NATS image as
+/// `<registry>/olm-rs/nats:<nats version>`. Returns the NATS version.
+pub async fn push_service_images(
+    registry: &str,
+    bin_dir: &Path,
+    tag: &str,
+    revision: &str,
+) -> Result<String> {
+    for service in SERVICES {
+        let binary = bin_dir.join(service);
+        let image = BinaryImage {
+            name: service,
+            binary: &binary,
+            install_path: None,
+            tag,
+            revision,
+        }
+        .build()?;
+        push(&format!("{registry}/olm-rs/{service}:{tag}"), &image).await?;
+    }
+    let (nats_version, nats) = nats_image(revision)?;
+    push(&format!("{registry}/olm-rs/{NATS}:{nats_version}"), &nats).await?;
+    Ok(nats_version)
+}
+
 /// The registry mirrors a real node needs when every image lives in the
 /// loopback `registry`: `(registry a pod names, endpoint pulled from)` for
 /// containerd's pause image host, the project's public registry, and the
@@ -357,6 +436,26 @@ mod tests {
                     .any(|(h, e)| h == host && e == "http://127.0.0.1:5000"),
                 "{host}: {mirrors:?}"
             );
+        }
+    }
+
+    #[test]
+    fn the_nats_version_is_read_from_its_version_output() {
+        assert_eq!(
+            nats_version("nats-server: v2.9.10\n").as_deref(),
+            Some("2.9.10")
+        );
+        assert_eq!(
+            nats_version("nats-server: v2.10.1").as_deref(),
+            Some("2.10.1")
+        );
+        for bad in [
+            "",
+            "nats-server:",
+            "nats-server: vX.1",
+            "nats-server: v2..1",
+        ] {
+            assert_eq!(nats_version(bad), None, "{bad:?}");
         }
     }
 

@@ -17,6 +17,9 @@ pub const KWOK_VERSION: &str = "0.7.0";
 /// The grpcurl release the registry API is exercised with (a gRPC client
 /// that reads the API through server reflection, as users do).
 pub const GRPCURL_VERSION: &str = "1.9.3";
+/// The Helm release the chart (`charts/olm`) is linted, rendered and
+/// installed with.
+pub const HELM_VERSION: &str = "3.19.0";
 /// The etcd release. It must support watch progress requests (3.5.13 or
 /// newer): Kubernetes 1.34 clients stream lists through them, and Debian
 /// bookworm's etcd 3.4.23 does not.

@@ -21,6 +21,12 @@ pub struct Request {
     /// The resource (with `/subresource` when there is one), or the path for
     /// non-resource requests.
     pub resource: String,
+    /// Who made it (`system:serviceaccount:<namespace>:<name>`, ...).
+    pub user: String,
+    /// The namespace of the object (empty for cluster-scoped ones).
+    pub namespace: String,
+    /// The response's status code, when the event records one.
+    pub code: Option<u16>,
 }
 
 /// Reads an audit log from an offset on, so that a benchmark counts only
@@ -103,10 +109,27 @@ pub fn parse_event(line: &str) -> Option<Request> {
             .unwrap_or_default()
             .to_owned(),
     };
+    let user = event
+        .pointer("/user/username")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let namespace = object
+        .and_then(|o| o.get("namespace"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let code = event
+        .pointer("/responseStatus/code")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|code| u16::try_from(code).ok());
     Some(Request {
         user_agent,
         verb,
         resource,
+        user,
+        namespace,
+        code,
     })
 }
 
@@ -126,13 +149,16 @@ mod tests {
 
     #[test]
     fn events_become_requests() {
-        let line = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/a/pods/p/status","verb":"patch","userAgent":"olm-operator/0.1.0","objectRef":{"resource":"pods","namespace":"a","name":"p","subresource":"status"}}"#;
+        let line = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/a/pods/p/status","verb":"patch","user":{"username":"system:serviceaccount:olm:olm-operator"},"userAgent":"olm-operator/0.1.0","objectRef":{"resource":"pods","namespace":"a","name":"p","subresource":"status"},"responseStatus":{"code":403}}"#;
         assert_eq!(
             parse_event(line),
             Some(Request {
                 user_agent: "olm-operator/0.1.0".into(),
                 verb: "patch".into(),
                 resource: "pods/status".into(),
+                user: "system:serviceaccount:olm:olm-operator".into(),
+                namespace: "a".into(),
+                code: Some(403),
             })
         );
         let non_resource = r#"{"verb":"get","requestURI":"/healthz"}"#;

@@ -68,6 +68,9 @@ pub struct ControlPlaneOptions {
     /// only pods tolerating it land there, and everything else goes to a real
     /// node.
     pub taint_fake_node: bool,
+    /// Write an audit log of every request (as [`AUDIT_ENV`] does), for
+    /// tests that check who was refused what.
+    pub audit: bool,
 }
 
 impl ControlPlaneOptions {
@@ -77,6 +80,7 @@ impl ControlPlaneOptions {
         ControlPlaneOptions {
             advertise_address: Some(crate::node::NODE_IP.to_owned()),
             taint_fake_node: true,
+            audit: false,
         }
     }
 }
@@ -256,7 +260,7 @@ impl ControlPlane {
                     args.push("--bind-address=0.0.0.0".to_owned());
                     args.push(format!("--advertise-address={address}"));
                 }
-                if std::env::var_os(AUDIT_ENV).is_some() {
+                if options.audit || std::env::var_os(AUDIT_ENV).is_some() {
                     let policy = dir.join("apiserver").join("audit-policy.yaml");
                     std::fs::write(&policy, AUDIT_POLICY)
                         .map_err(|source| Error::io(&policy, source))?;

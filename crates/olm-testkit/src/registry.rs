@@ -41,13 +41,20 @@ pub struct Registry {
 impl Registry {
     /// Starts a new, empty registry and waits until it accepts connections.
     pub fn start() -> Result<Registry, Error> {
-        Self::start_with(Auth::None)
+        Self::start_with(Auth::None, "127.0.0.1")
+    }
+
+    /// Starts a new, empty registry listening on `address` (for example
+    /// `0.0.0.0`, so that pods on a real node reach it at the node's
+    /// address, [`Registry::host_at`]) as well as on loopback.
+    pub fn start_listening_on(address: &str) -> Result<Registry, Error> {
+        Self::start_with(Auth::None, address)
     }
 
     /// Starts a registry that demands HTTP basic authentication (htpasswd)
     /// with [`BASIC_AUTH_USER`] and [`BASIC_AUTH_PASSWORD`].
     pub fn start_with_basic_auth() -> Result<Registry, Error> {
-        Self::start_with(Auth::Basic)
+        Self::start_with(Auth::Basic, "127.0.0.1")
     }
 
     /// Starts a registry that demands bearer tokens (Docker's token
@@ -60,15 +67,18 @@ impl Registry {
         issuer: &str,
         root_cert_pem: &str,
     ) -> Result<Registry, Error> {
-        Self::start_with(Auth::Token {
-            realm,
-            service,
-            issuer,
-            root_cert_pem,
-        })
+        Self::start_with(
+            Auth::Token {
+                realm,
+                service,
+                issuer,
+                root_cert_pem,
+            },
+            "127.0.0.1",
+        )
     }
 
-    fn start_with(auth: Auth<'_>) -> Result<Registry, Error> {
+    fn start_with(auth: Auth<'_>, address: &str) -> Result<Registry, Error> {
         let binary = assets::find("docker-registry").or_else(|_| assets::find("registry"))?;
         let dir = tempfile::Builder::new()
             .prefix("olm-registry-")
@@ -78,7 +88,7 @@ impl Registry {
         let config = dir.path().join("config.yml");
         let storage = dir.path().join("storage");
         let mut contents = format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {address}:{port}\n",
             storage.display()
         );
         match auth {
@@ -130,6 +140,13 @@ impl Registry {
     /// `127.0.0.1:<port>`, the host part of image references.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `<ip>:<port>`: the host part of image references for clients that
+    /// reach this machine at `ip` (a registry started with
+    /// [`Registry::start_listening_on`]).
+    pub fn host_at(&self, ip: &str) -> String {
+        format!("{ip}:{}", self.port)
     }
 
     /// `http://127.0.0.1:<port>`, the base URL of the distribution API.
