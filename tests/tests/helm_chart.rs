@@ -1,0 +1,1256 @@
+//! The Helm chart (`charts/olm`), with the `helm` that `cargo xtask envtest`
+//! builds at the pinned version.
+//!
+//! Without a cluster: `helm lint`, the rendering against committed snapshots
+//! (default and full values), the values schema refusing bad values, every
+//! pod restricted and probed, the hook carrying exactly the chart's CRDs,
+//! and the RBAC no wider than the rules `docs/helm-chart.md` lists.
+//!
+//! On the real node: a server-side dry run of the rendered chart, then
+//! `helm install` with every pod Ready, the example operator installed
+//! through the chart-installed OLM, no request of OLM's ServiceAccounts
+//! refused (the audit log), `helm upgrade` to a chart version whose CRD has
+//! a new field and `helm rollback` with no status write failing, and `helm
+//! uninstall` leaving nothing but the CRDs, the kept `operators` namespace
+//! and users' objects.
+
+// Test helpers: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use olm_e2e::workspace_root;
+use serde_json::{Value, json};
+
+/// The release name and namespace every rendering uses.
+const RELEASE: &str = "olm";
+const NAMESPACE: &str = "olm";
+
+/// `helm`, or `None` (after saying why) when it is not installed outside CI.
+fn helm_binary() -> Option<PathBuf> {
+    match olm_testkit::assets::find_pinned("helm") {
+        Ok(path) => Some(path),
+        Err(err) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the chart tests: {err} (cargo xtask envtest builds helm)"
+            );
+            eprintln!("skipping the chart tests: {err}; run `cargo xtask envtest`");
+            None
+        }
+    }
+}
+
+fn chart() -> PathBuf {
+    workspace_root().join("charts/olm")
+}
+
+/// Runs helm; `Err(stderr)` when it fails.
+fn try_helm(helm: &Path, args: &[&str]) -> Result<String, String> {
+    let output = Command::new(helm)
+        .args(args)
+        .output()
+        .unwrap_or_else(|err| panic!("running {}: {err}", helm.display()));
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+fn run_helm(helm: &Path, args: &[&str]) -> String {
+    try_helm(helm, args).unwrap_or_else(|err| panic!("helm {}: {err}", args.join(" ")))
+}
+
+/// `helm template` of the chart with `extra` arguments.
+fn render(helm: &Path, extra: &[&str]) -> String {
+    let chart = chart();
+    let mut args = vec![
+        "template",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "--namespace",
+        NAMESPACE,
+    ];
+    args.extend_from_slice(extra);
+    run_helm(helm, &args)
+}
+
+/// The documents of a rendering, with the template each came from.
+fn documents(rendered: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for text in rendered.split("\n---") {
+        let source = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# Source: "))
+            .unwrap_or_default()
+            .to_owned();
+        let value: Value = serde_yaml_ng::from_str(text)
+            .unwrap_or_else(|err| panic!("rendered YAML from {source}: {err}\n{text}"));
+        if !value.is_null() {
+            out.push((source, value));
+        }
+    }
+    out
+}
+
+fn full_values() -> String {
+    chart().join("ci/full-values.yaml").display().to_string()
+}
+
+#[test]
+fn the_chart_lints_with_default_and_full_values() {
+    let Some(helm) = helm_binary() else { return };
+    let chart = chart();
+    let chart = chart.to_str().unwrap();
+    run_helm(&helm, &["lint", "--strict", chart]);
+    run_helm(&helm, &["lint", "--strict", chart, "-f", &full_values()]);
+}
+
+/// The rendering with default and with full values, against the snapshots
+/// in `tests/snapshots/helm/` (`OLM_BLESS=1` rewrites them). The CRDs the
+/// upgrade hook carries are replaced by their size: the CRD files are their
+/// own source of truth.
+#[test]
+fn the_rendering_matches_the_snapshots() {
+    let Some(helm) = helm_binary() else { return };
+    let full = full_values();
+    for (name, extra) in [("default", vec![]), ("full", vec!["-f", full.as_str()])] {
+        let rendered = normalize(&render(&helm, &extra));
+        let path = workspace_root().join(format!("tests/snapshots/helm/{name}.yaml"));
+        if std::env::var_os("OLM_BLESS").is_some_and(|v| v == "1") {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &rendered).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_else(|err| {
+            panic!(
+                "{}: {err}; write it with OLM_BLESS=1 cargo test -p olm-e2e --test helm_chart",
+                path.display()
+            )
+        });
+        if expected != rendered {
+            let diff = similar_lines(&expected, &rendered);
+            panic!(
+                "the {name} rendering changed; if that is intended, run \
+                 OLM_BLESS=1 cargo test -p olm-e2e --test helm_chart\n{diff}"
+            );
+        }
+    }
+}
+
+/// The rendering with the hook's CRD copies cut to their length.
+fn normalize(rendered: &str) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in rendered.lines() {
+        if skipping {
+            if line.starts_with("    ") {
+                continue;
+            }
+            skipping = false;
+        }
+        if let Some(file) = line
+            .strip_prefix("  operators.coreos.com_")
+            .or_else(|| line.strip_prefix("  config.openshift.io_"))
+            && file.ends_with(".yaml: |")
+        {
+            out.push_str(line.trim_end_matches(" |"));
+            out.push_str(" <the CRD file>\n");
+            skipping = true;
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The first lines where `a` and `b` differ, for a readable failure.
+fn similar_lines(a: &str, b: &str) -> String {
+    let mut out = String::new();
+    for (n, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        if x != y {
+            out.push_str(&format!("line {}:\n- {x}\n+ {y}\n", n + 1));
+            if out.len() > 2000 {
+                break;
+            }
+        }
+    }
+    if out.is_empty() {
+        out = format!(
+            "same first lines; {} vs {} lines",
+            a.lines().count(),
+            b.lines().count()
+        );
+    }
+    out
+}
+
+#[test]
+fn the_values_schema_refuses_bad_values() {
+    let Some(helm) = helm_binary() else { return };
+    let chart = chart();
+    let chart = chart.to_str().unwrap();
+    let cases = [
+        ("nats.mode=bogus", "/nats/mode"),
+        ("nats.replicas=2", "/nats/replicas"),
+        ("olmOperator.replicas=-1", "/olmOperator/replicas"),
+        ("olmOperator.interval=5x", "/olmOperator/interval"),
+        ("serviceLookup=etcd", "/serviceLookup"),
+        ("logging.format=xml", "/logging/format"),
+        ("images.digests.opm=latest", "/images/digests/opm"),
+        (
+            "tracing.otlpEndpoint=collector:4317",
+            "/tracing/otlpEndpoint",
+        ),
+        ("unknownValue=1", "additional properties 'unknownValue'"),
+        ("olmOperator.replica=2", "additional properties 'replica'"),
+        (
+            "bundleUnpacker.concurrency=0",
+            "/bundleUnpacker/concurrency",
+        ),
+        (
+            "namespaces.operators.name=Not_A_Name",
+            "/namespaces/operators/name",
+        ),
+    ];
+    for (set, complaint) in cases {
+        let err = try_helm(&helm, &["template", RELEASE, chart, "--set", set])
+            .expect_err(&format!("--set {set} was accepted"));
+        assert!(err.contains(complaint), "--set {set}: {err}");
+    }
+    let err = try_helm(
+        &helm,
+        &["template", RELEASE, chart, "--set", "nats.mode=external"],
+    )
+    .expect_err("external NATS without a URL was accepted");
+    assert!(err.contains("nats.externalUrl is required"), "{err}");
+    // And the values a user is most likely to set are accepted.
+    for set in [
+        "nats.mode=disabled",
+        "nats.mode=external,nats.externalUrl=nats://nats.messaging:4222",
+        "nats.replicas=3",
+        "defaultCatalogs=null",
+        "networkPolicies.enabled=false",
+    ] {
+        try_helm(&helm, &["template", RELEASE, chart, "--set", set])
+            .unwrap_or_else(|err| panic!("--set {set}: {err}"));
+    }
+}
+
+/// Every container of every workload, default and full values: non-root,
+/// read-only root filesystem, no capabilities, no privilege escalation,
+/// seccomp RuntimeDefault, a memory limit; services probed on `/healthz`
+/// and `/readyz`.
+#[test]
+fn every_pod_runs_restricted_with_probes_and_limits() {
+    let Some(helm) = helm_binary() else { return };
+    let full = full_values();
+    for extra in [vec![], vec!["-f", full.as_str()]] {
+        let mut workloads = 0;
+        for (source, doc) in documents(&render(&helm, &extra)) {
+            let kind = doc["kind"].as_str().unwrap_or_default();
+            if !matches!(kind, "Deployment" | "StatefulSet" | "Job") {
+                continue;
+            }
+            workloads += 1;
+            let name = format!("{kind} {} ({source})", doc["metadata"]["name"]);
+            let pod = &doc["spec"]["template"]["spec"];
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
+            assert_eq!(
+                pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+                "{name}"
+            );
+            for container in pod["containers"].as_array().unwrap() {
+                let security = &container["securityContext"];
+                assert_eq!(security["readOnlyRootFilesystem"], true, "{name}");
+                assert_eq!(security["allowPrivilegeEscalation"], false, "{name}");
+                assert_eq!(security["capabilities"]["drop"], json!(["ALL"]), "{name}");
+                assert!(
+                    container["resources"]["limits"]["memory"].is_string(),
+                    "{name}: no memory limit"
+                );
+                assert!(
+                    container["resources"]["requests"]["memory"].is_string(),
+                    "{name}: no memory request"
+                );
+                if kind == "Deployment" {
+                    assert_eq!(
+                        container["livenessProbe"]["httpGet"]["path"], "/healthz",
+                        "{name}"
+                    );
+                    assert_eq!(
+                        container["readinessProbe"]["httpGet"]["path"], "/readyz",
+                        "{name}"
+                    );
+                }
+            }
+        }
+        assert!(workloads >= 7, "only {workloads} workloads rendered");
+    }
+}
+
+/// The upgrade hook's ConfigMaps hold exactly the files of `crds/`, and
+/// its ClusterRole names exactly those CRDs.
+#[test]
+fn the_crd_hook_carries_exactly_the_chart_crds() {
+    let Some(helm) = helm_binary() else { return };
+    let docs = documents(&render(&helm, &[]));
+    let mut carried = BTreeMap::new();
+    for (_, doc) in &docs {
+        if doc["kind"] == "ConfigMap"
+            && doc["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("olm-crd-"))
+        {
+            for (file, content) in doc["data"].as_object().unwrap() {
+                carried.insert(file.clone(), content.as_str().unwrap().to_owned());
+            }
+        }
+    }
+    let mut files = BTreeMap::new();
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(chart().join("crds")).unwrap() {
+        let path = entry.unwrap().path();
+        let content = std::fs::read_to_string(&path).unwrap();
+        let crd: Value = serde_yaml_ng::from_str(&content).unwrap();
+        names.insert(crd["metadata"]["name"].as_str().unwrap().to_owned());
+        files.insert(
+            path.file_name().unwrap().to_string_lossy().into_owned(),
+            content,
+        );
+    }
+    assert_eq!(
+        carried.keys().collect::<Vec<_>>(),
+        files.keys().collect::<Vec<_>>()
+    );
+    for (file, content) in &files {
+        assert_eq!(
+            carried[file].trim_end(),
+            content.trim_end(),
+            "{file} differs"
+        );
+    }
+    let role = docs
+        .iter()
+        .find(|(_, d)| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "olm-crd-upgrade")
+        .map(|(_, d)| d)
+        .unwrap();
+    let named: BTreeSet<String> = role["rules"][0]["resourceNames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(named, names);
+}
+
+/// One RBAC rule as the chart grants it or the docs list it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Rule {
+    account: String,
+    scope: String,
+    groups: Vec<String>,
+    resources: Vec<String>,
+    names: Vec<String>,
+    verbs: Vec<String>,
+}
+
+fn sorted(value: &Value) -> Vec<String> {
+    let mut list: Vec<String> = value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    list.sort();
+    list
+}
+
+/// Every rule the rendering grants a ServiceAccount, through the Roles and
+/// ClusterRoles it renders; and the bindings to roles it does not render
+/// (`system:auth-delegator`, ...), as `(account, binding, role)`.
+fn granted(docs: &[(String, Value)]) -> (Vec<Rule>, BTreeSet<(String, String, String)>) {
+    let roles: BTreeMap<(String, String), &Value> = docs
+        .iter()
+        .filter(|(_, d)| d["kind"] == "Role" || d["kind"] == "ClusterRole")
+        .map(|(_, d)| {
+            (
+                (
+                    d["kind"].as_str().unwrap().to_owned(),
+                    d["metadata"]["name"].as_str().unwrap().to_owned(),
+                ),
+                d,
+            )
+        })
+        .collect();
+    let mut rules = Vec::new();
+    let mut external = BTreeSet::new();
+    for (_, binding) in docs
+        .iter()
+        .filter(|(_, d)| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
+    {
+        let role_kind = binding["roleRef"]["kind"].as_str().unwrap().to_owned();
+        let role_name = binding["roleRef"]["name"].as_str().unwrap().to_owned();
+        let scope = if binding["kind"] == "ClusterRoleBinding" {
+            "cluster"
+        } else {
+            "namespace"
+        };
+        for subject in binding["subjects"].as_array().unwrap() {
+            assert_eq!(subject["kind"], "ServiceAccount", "{binding}");
+            let account = subject["name"].as_str().unwrap().to_owned();
+            match roles.get(&(role_kind.clone(), role_name.clone())) {
+                Some(role) => {
+                    for rule in role["rules"].as_array().unwrap() {
+                        rules.push(Rule {
+                            account: account.clone(),
+                            scope: scope.to_owned(),
+                            groups: sorted(&rule["apiGroups"]),
+                            resources: sorted(&rule["resources"]),
+                            names: sorted(&rule["resourceNames"]),
+                            verbs: sorted(&rule["verbs"]),
+                        });
+                    }
+                }
+                None => {
+                    external.insert((
+                        account,
+                        binding["kind"].as_str().unwrap().to_owned(),
+                        role_name.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    rules.sort();
+    (rules, external)
+}
+
+/// The cells of a Markdown list cell: "`a`, `b`" or "—".
+fn cell_list(cell: &str) -> Vec<String> {
+    let cell = cell.trim();
+    if cell == "—" {
+        return Vec::new();
+    }
+    let mut list: Vec<String> = cell
+        .split(", ")
+        .map(|item| item.trim().trim_matches('`').replace("\"\"", ""))
+        .collect();
+    list.sort();
+    list
+}
+
+/// The rules and bindings `docs/helm-chart.md` lists.
+fn documented() -> (Vec<Rule>, BTreeSet<(String, String, String)>) {
+    let text = std::fs::read_to_string(workspace_root().join("docs/helm-chart.md")).unwrap();
+    let mut rules = Vec::new();
+    let mut bindings = BTreeSet::new();
+    let mut table = "";
+    for line in text.lines() {
+        if line.starts_with("<!-- rbac-rules -->") {
+            table = "rules";
+            continue;
+        }
+        if line.starts_with("<!-- rbac-bindings -->") {
+            table = "bindings";
+            continue;
+        }
+        if line.starts_with("<!-- end -->") {
+            table = "";
+            continue;
+        }
+        if table.is_empty() || !line.starts_with('|') || line.starts_with("|---") {
+            continue;
+        }
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        if cells[0] == "ServiceAccount" {
+            continue;
+        }
+        if table == "rules" {
+            assert_eq!(cells.len(), 7, "{line}");
+            rules.push(Rule {
+                account: cells[0].to_owned(),
+                scope: cells[1].to_owned(),
+                groups: cell_list(cells[2]),
+                resources: cell_list(cells[3]),
+                names: cell_list(cells[4]),
+                verbs: cell_list(cells[5]),
+            });
+            assert!(!cells[6].is_empty(), "a rule without a reason: {line}");
+        } else {
+            assert_eq!(cells.len(), 4, "{line}");
+            bindings.insert((
+                cells[0].to_owned(),
+                cells[1].to_owned(),
+                cells[2].trim_matches('`').to_owned(),
+            ));
+        }
+    }
+    rules.sort();
+    (rules, bindings)
+}
+
+/// What the chart grants is exactly what `docs/helm-chart.md` lists, rule
+/// by rule, each with its reason: widening the chart's RBAC without saying
+/// why fails here. With `--service-lookup cluster-ip`, packageserver may
+/// also read Services, and nothing else changes.
+#[test]
+fn the_rbac_is_exactly_the_documented_rules() {
+    let Some(helm) = helm_binary() else { return };
+    let (granted_rules, granted_bindings) = granted(&documents(&render(&helm, &[])));
+    let (listed_rules, listed_bindings) = documented();
+    let extra: Vec<_> = granted_rules
+        .iter()
+        .filter(|r| !listed_rules.contains(r))
+        .collect();
+    let missing: Vec<_> = listed_rules
+        .iter()
+        .filter(|r| !granted_rules.contains(r))
+        .collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "granted but not documented: {extra:#?}\ndocumented but not granted: {missing:#?}"
+    );
+    assert_eq!(granted_bindings, listed_bindings);
+
+    let (cluster_ip, _) = granted(&documents(&render(
+        &helm,
+        &["--set", "serviceLookup=cluster-ip"],
+    )));
+    let added: Vec<_> = cluster_ip
+        .iter()
+        .filter(|r| !granted_rules.contains(r))
+        .collect();
+    assert_eq!(
+        added,
+        [&Rule {
+            account: "packageserver".into(),
+            scope: "cluster".into(),
+            groups: vec![String::new()],
+            resources: vec!["services".into()],
+            names: vec![],
+            verbs: vec!["get".into()],
+        }]
+    );
+    // No wildcard verb anywhere, and a wildcard resource only where listed.
+    for rule in &granted_rules {
+        assert!(!rule.verbs.iter().any(|v| v == "*"), "{rule:?}");
+    }
+    let wildcards: Vec<_> = granted_rules
+        .iter()
+        .filter(|r| r.resources.iter().any(|x| x == "*"))
+        .map(|r| (r.account.as_str(), r.verbs.clone()))
+        .collect();
+    assert_eq!(wildcards, [("catalog-operator", vec!["list".to_owned()])]);
+}
+
+/// The real-node part: dry run, install, an operator through it, the audit
+/// log, upgrade and rollback, uninstall.
+mod on_a_real_node {
+    use super::*;
+    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+    use kube::{
+        Api,
+        api::{ApiResource, DynamicObject, GroupVersionKind, ListParams},
+    };
+    use olm_e2e::{
+        eventually,
+        harness::{
+            create_operator_group, create_subscription_with, describe, init_logs, wait_installed,
+        },
+    };
+    use olm_images::example;
+    use olm_testkit::{
+        ControlPlaneOptions,
+        node::{Mirror, NODE_IP, NODE_NAME, NODE_TAINT, NodeOptions, RealNode},
+        registry::Registry,
+    };
+
+    /// How long a step on the real node may take.
+    const NODE_WAIT: Duration = Duration::from_secs(240);
+
+    fn workspace_binary(name: &str) -> PathBuf {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| workspace_root().join("target"), PathBuf::from);
+        let path = target.join("debug").join(name);
+        assert!(
+            path.exists(),
+            "{} is missing: run the tests with `cargo xtask test`",
+            path.display()
+        );
+        path
+    }
+
+    fn kubectl(args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+        let mut command = olm_testkit::control_plane().kubectl();
+        command.args(args);
+        let output = match stdin {
+            None => command.output().unwrap(),
+            Some(input) => {
+                use std::io::Write as _;
+                command
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                let mut child = command.spawn().unwrap();
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(input.as_bytes())
+                    .unwrap();
+                child.wait_with_output().unwrap()
+            }
+        };
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }
+
+    /// helm against the test cluster.
+    fn helm_on_cluster(helm: &Path, args: &[&str]) -> String {
+        let kubeconfig = olm_testkit::control_plane()
+            .kubeconfig_path()
+            .display()
+            .to_string();
+        let mut all = vec!["--kubeconfig", kubeconfig.as_str()];
+        all.extend_from_slice(args);
+        try_helm(helm, &all)
+            .unwrap_or_else(|err| panic!("helm {}: {err}\n{}", args.join(" "), cluster_report()))
+    }
+
+    /// What the cluster looks like, for a failure report: OLM's pods and
+    /// their events, and the logs of those not Ready.
+    fn cluster_report() -> String {
+        let mut report = String::new();
+        for args in [
+            vec![
+                "get",
+                "pods,jobs,deployments,statefulsets",
+                "-A",
+                "-o",
+                "wide",
+            ],
+            vec!["-n", NAMESPACE, "get", "events", "--sort-by=.lastTimestamp"],
+        ] {
+            report.push_str(&kubectl(&args, None).unwrap_or_else(|e| e));
+            report.push('\n');
+        }
+        let pods =
+            kubectl(&["-n", NAMESPACE, "get", "pods", "-o", "name"], None).unwrap_or_default();
+        for pod in pods.lines() {
+            report.push_str(&format!("--- logs of {pod}\n"));
+            let logs = kubectl(
+                &[
+                    "-n",
+                    NAMESPACE,
+                    "logs",
+                    pod,
+                    "--all-containers",
+                    "--tail=30",
+                ],
+                None,
+            )
+            .unwrap_or_else(|e| e);
+            report.push_str(&logs);
+        }
+        report
+    }
+
+    /// Every object of every listable kind, as `kind/namespace/name`.
+    fn inventory() -> BTreeSet<String> {
+        let kinds = kubectl(&["api-resources", "--verbs=list", "-o", "name"], None).unwrap();
+        let kinds: Vec<&str> = kinds
+            .lines()
+            .filter(|k| !k.starts_with("events") && !k.contains("packagemanifests"))
+            .collect();
+        let listed = kubectl(
+            &[
+                "get",
+                &kinds.join(","),
+                "-A",
+                "-o",
+                "jsonpath={range .items[*]}{.kind}/{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+            ],
+            None,
+        )
+        .unwrap();
+        listed.lines().map(str::to_owned).collect()
+    }
+
+    /// The pods of the release in `olm`, all Ready (the Job's finished pods
+    /// aside).
+    async fn olm_pods_ready(client: &kube::Client) -> Vec<Pod> {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        eventually("every OLM pod Ready", NODE_WAIT, || async {
+            let list = pods
+                .list(&ListParams::default().labels("app.kubernetes.io/part-of=olm"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let running: Vec<Pod> = list
+                .items
+                .into_iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Succeeded"))
+                .collect();
+            let unready: Vec<String> = running
+                .iter()
+                .filter(|p| {
+                    !p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                })
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+                .collect();
+            if unready.is_empty() && running.len() >= 6 {
+                Ok(running)
+            } else {
+                Err(format!("{} pods, unready: {unready:?}", running.len()))
+            }
+        })
+        .await
+    }
+
+    /// Requests of OLM's ServiceAccounts the API server refused (403), or
+    /// whose status write failed, since `log` was last read.
+    fn refused(log: &mut olm_testkit::audit::AuditLog) -> Vec<String> {
+        log.read_new()
+            .unwrap()
+            .into_iter()
+            .filter(|r| {
+                r.user
+                    .starts_with(&format!("system:serviceaccount:{NAMESPACE}:"))
+            })
+            .filter(|r| {
+                r.code == Some(403)
+                    || (r.resource.ends_with("/status")
+                        && r.code.is_some_and(|c| c >= 400 && c != 404 && c != 409))
+            })
+            .map(|r| {
+                format!(
+                    "{} {} {} in {:?}: {:?}",
+                    r.user, r.verb, r.resource, r.namespace, r.code
+                )
+            })
+            .collect()
+    }
+
+    /// Resident memory of each OLM service process on this host, in MiB.
+    fn service_rss() -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(exe) = std::fs::read_link(entry.path().join("exe")) else {
+                continue;
+            };
+            let name = exe
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            if !olm_images::SERVICES.contains(&name.as_str()) && name != "nats-server" {
+                continue;
+            }
+            let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+                continue;
+            };
+            let rss = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            let top = out.entry(name).or_insert(0);
+            *top = (*top).max(rss / 1024);
+        }
+        out
+    }
+
+    fn csvs(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            client.clone(),
+            namespace,
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", "ClusterServiceVersion"),
+                "clusterserviceversions",
+            ),
+        )
+    }
+
+    /// A copy of the chart as a newer version whose OperatorGroup CRD has
+    /// one more field, as a chart upgrade that extends an API would be.
+    fn newer_chart(dir: &Path) -> PathBuf {
+        let copy = dir.join("olm");
+        let status = Command::new("cp")
+            .args(["-r", chart().to_str().unwrap(), copy.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let manifest = copy.join("Chart.yaml");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        std::fs::write(
+            &manifest,
+            text.replacen("\nversion: 0.1.0", "\nversion: 0.1.1", 1),
+        )
+        .unwrap();
+        let crd_path = copy.join("crds/operators.coreos.com_operatorgroups.yaml");
+        let mut crd: Value =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(&crd_path).unwrap()).unwrap();
+        for version in crd["spec"]["versions"].as_array_mut().unwrap() {
+            version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["upgradeProbe"] =
+                json!({"type": "string", "description": "Added by a newer chart."});
+        }
+        std::fs::write(&crd_path, serde_yaml_ng::to_string(&crd).unwrap()).unwrap();
+        copy
+    }
+
+    async fn has_upgrade_probe(client: &kube::Client) -> bool {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = crds
+            .get("operatorgroups.operators.coreos.com")
+            .await
+            .unwrap();
+        let crd = serde_json::to_value(crd).unwrap();
+        crd["spec"]["versions"].as_array().unwrap().iter().all(|v| {
+            !v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["upgradeProbe"]
+                .is_null()
+        })
+    }
+
+    #[tokio::test]
+    async fn the_chart_installs_olm_that_installs_an_operator_and_upgrades_rolls_back_and_uninstalls()
+     {
+        init_logs();
+        let Some(helm) = helm_binary() else { return };
+        if let Some(reason) = RealNode::unsupported() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the real-node tests: {reason}"
+            );
+            eprintln!("skipping the chart on the real node: {reason}");
+            return;
+        }
+        let version = env!("CARGO_PKG_VERSION");
+        // Start-up blocks on runtimes of its own.
+        let (registry, node, started) = std::thread::spawn(move || {
+            let started = Instant::now();
+            let registry = Registry::start_listening_on("0.0.0.0").unwrap();
+            let plane = olm_testkit::ControlPlane::start_with(&ControlPlaneOptions {
+                audit: true,
+                ..ControlPlaneOptions::for_real_node()
+            })
+            .unwrap();
+            let plane = olm_testkit::set_control_plane(plane).unwrap();
+            let host = registry.host();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime
+                .block_on(async {
+                    olm_images::push_node_images(
+                        &host,
+                        &workspace_binary("opm"),
+                        &workspace_binary("example-operator"),
+                        "e2e",
+                    )
+                    .await?;
+                    olm_images::push_service_images(
+                        &host,
+                        workspace_binary("olm-operator").parent().unwrap(),
+                        version,
+                        "e2e",
+                    )
+                    .await
+                })
+                .unwrap();
+            let mut mirrors: Vec<Mirror> = olm_images::node_mirrors(&host)
+                .into_iter()
+                .map(|(registry, endpoint)| Mirror { registry, endpoint })
+                .collect();
+            // Pods reach the registry at the node's address.
+            mirrors.push(Mirror {
+                registry: registry.host_at(NODE_IP),
+                endpoint: format!("http://{host}"),
+            });
+            let node = RealNode::start(plane, &NodeOptions { mirrors }).unwrap();
+            (registry, node, started.elapsed())
+        })
+        .join()
+        .unwrap();
+        eprintln!(
+            "control plane, images and node: {:.1} s",
+            started.as_secs_f64()
+        );
+        let plane = olm_testkit::control_plane();
+        let client = plane.client().await;
+        let pod_host = registry.host_at(NODE_IP);
+        let opm = workspace_binary("opm");
+        let base = format!("{pod_host}/olm-rs/opm:{version}");
+        example::publish(&opm, &pod_host, &["0.1.0"], "latest", &base).unwrap();
+
+        let scratch = tempfile::tempdir().unwrap();
+        let values = scratch.path().join("values.yaml");
+        let toleration = json!({"key": NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"});
+        std::fs::write(
+            &values,
+            serde_yaml_ng::to_string(&json!({
+                "tolerations": [toleration],
+                "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
+                "serviceLookup": "cluster-ip",
+                "insecureRegistries": [pod_host],
+                "defaultCatalogs": [{
+                    "name": "example-catalog",
+                    "image": example::catalog_image(&pod_host, "latest"),
+                    "displayName": "Example operators",
+                    "pollInterval": "10s",
+                }],
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+        let values = values.display().to_string();
+        let chart_path = chart().display().to_string();
+
+        let before = inventory();
+
+        // A server-side dry run of everything the chart renders, on a
+        // cluster that has the CRDs (as `helm install` gives it them first)
+        // and the namespaces (a dry run creates nothing, so the objects of
+        // a namespace the chart creates need it to exist: `operators` is
+        // made with the marks by which Helm adopts it into the release).
+        kubectl(&["create", "namespace", NAMESPACE], None).unwrap();
+        kubectl(
+            &[
+                "create",
+                "namespace",
+                "operators",
+                "--dry-run=client",
+                "-o",
+                "json",
+            ],
+            None,
+        )
+        .map(|json| {
+            let mut namespace: Value = serde_json::from_str(&json).unwrap();
+            namespace["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "Helm"});
+            namespace["metadata"]["annotations"] = json!({
+                "meta.helm.sh/release-name": RELEASE,
+                "meta.helm.sh/release-namespace": NAMESPACE,
+            });
+            kubectl(&["create", "-f", "-"], Some(&namespace.to_string())).unwrap();
+        })
+        .unwrap();
+        kubectl(
+            &[
+                "apply",
+                "--server-side",
+                "-f",
+                &chart().join("crds").display().to_string(),
+            ],
+            None,
+        )
+        .unwrap();
+        for crd in std::fs::read_dir(chart().join("crds")).unwrap() {
+            let text = std::fs::read_to_string(crd.unwrap().path()).unwrap();
+            let crd: Value = serde_yaml_ng::from_str(&text).unwrap();
+            plane.wait_crd_established(crd["metadata"]["name"].as_str().unwrap());
+        }
+        let rendered = render(&helm, &["-f", &values]);
+        kubectl(
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--dry-run=server",
+                "-f",
+                "-",
+            ],
+            Some(&rendered),
+        )
+        .unwrap_or_else(|err| panic!("server-side dry run: {err}"));
+
+        let mut audit =
+            olm_testkit::audit::AuditLog::from_end(&plane.audit_log().unwrap()).unwrap();
+        let install_started = Instant::now();
+        helm_on_cluster(
+            &helm,
+            &[
+                "install",
+                RELEASE,
+                &chart_path,
+                "-n",
+                NAMESPACE,
+                "-f",
+                &values,
+                "--wait",
+                "--timeout",
+                "3m",
+            ],
+        );
+        let pods = olm_pods_ready(&client).await;
+        let install_time = install_started.elapsed();
+        for pod in &pods {
+            assert_eq!(
+                pod.spec.as_ref().unwrap().node_name.as_deref(),
+                Some(NODE_NAME),
+                "{:?}",
+                pod.metadata.name
+            );
+        }
+
+        // The PackageManifest API answers through the aggregator.
+        let manifests = eventually(
+            "packagemanifests list example-operator",
+            NODE_WAIT,
+            || async {
+                let out = kubectl(
+                    &["get", "packagemanifests", "-n", "default", "-o", "name"],
+                    None,
+                )?;
+                if out.contains("example-operator") {
+                    Ok(out)
+                } else {
+                    Err(out)
+                }
+            },
+        )
+        .await;
+        assert!(manifests.contains("example-operator"), "{manifests}");
+
+        // An operator, installed end to end by the chart-installed OLM.
+        let ns = plane.namespace("helm-e2e").await;
+        let namespace = ns.name();
+        create_operator_group(&client, namespace, json!({})).await;
+        let operator_started = Instant::now();
+        create_subscription_with(
+            &client,
+            namespace,
+            example::PACKAGE,
+            "example-catalog",
+            json!({"sourceNamespace": NAMESPACE}),
+        )
+        .await;
+        let installed = tokio::time::timeout(
+            NODE_WAIT,
+            wait_installed(
+                &client,
+                namespace,
+                example::PACKAGE,
+                "example-operator.v0.1.0",
+            ),
+        )
+        .await;
+        if installed.is_err() {
+            panic!(
+                "example-operator.v0.1.0 not installed through the chart's OLM:\n{}\n{}",
+                describe(&client, namespace).await,
+                kubectl(
+                    &["-n", NAMESPACE, "get", "pods,catalogsources", "-o", "wide"],
+                    None
+                )
+                .unwrap_or_default()
+            );
+        }
+        let operator_time = operator_started.elapsed();
+        let rss = service_rss();
+        let refusals = refused(&mut audit);
+        assert!(
+            refusals.is_empty(),
+            "OLM's ServiceAccounts were refused:\n{}",
+            refusals.join("\n")
+        );
+
+        // Upgrade to a chart whose CRD has a new field, then roll back, while
+        // the controllers run.
+        let newer = newer_chart(scratch.path());
+        let upgrade_started = Instant::now();
+        helm_on_cluster(
+            &helm,
+            &[
+                "upgrade",
+                RELEASE,
+                newer.to_str().unwrap(),
+                "-n",
+                NAMESPACE,
+                "-f",
+                &values,
+                "--wait",
+                "--timeout",
+                "5m",
+            ],
+        );
+        olm_pods_ready(&client).await;
+        let upgrade_time = upgrade_started.elapsed();
+        assert!(
+            has_upgrade_probe(&client).await,
+            "the upgrade did not reach the CRD"
+        );
+        let rollback_started = Instant::now();
+        helm_on_cluster(
+            &helm,
+            &[
+                "rollback",
+                RELEASE,
+                "1",
+                "-n",
+                NAMESPACE,
+                "--wait",
+                "--timeout",
+                "5m",
+            ],
+        );
+        olm_pods_ready(&client).await;
+        let rollback_time = rollback_started.elapsed();
+        assert!(
+            has_upgrade_probe(&client).await,
+            "a rollback must not take fields away from a CRD"
+        );
+        // The subscription keeps upgrading under the rolled-back OLM.
+        example::publish(&opm, &pod_host, example::VERSIONS, "latest", &base).unwrap();
+        let upgraded = tokio::time::timeout(
+            NODE_WAIT,
+            wait_installed(
+                &client,
+                namespace,
+                example::PACKAGE,
+                "example-operator.v0.3.0",
+            ),
+        )
+        .await;
+        if upgraded.is_err() {
+            panic!(
+                "no upgrade to example-operator.v0.3.0 after the rollback:\n{}",
+                describe(&client, namespace).await
+            );
+        }
+        let phase = csvs(&client, namespace)
+            .get("example-operator.v0.3.0")
+            .await
+            .unwrap()
+            .data["status"]["phase"]
+            .clone();
+        assert_eq!(phase, "Succeeded");
+        let refusals = refused(&mut audit);
+        assert!(
+            refusals.is_empty(),
+            "during upgrade and rollback, OLM's ServiceAccounts were refused or failed to write status:\n{}",
+            refusals.join("\n")
+        );
+
+        eprintln!(
+            "helm chart on the real node: install to all Ready {:.1} s, example operator \
+             installed {:.1} s, upgrade {:.1} s, rollback {:.1} s; RSS MiB {rss:?}",
+            install_time.as_secs_f64(),
+            operator_time.as_secs_f64(),
+            upgrade_time.as_secs_f64(),
+            rollback_time.as_secs_f64(),
+        );
+
+        // Uninstall: everything the chart made goes, but the CRDs, the kept
+        // operators namespace and users' objects.
+        let uninstall_started = Instant::now();
+        helm_on_cluster(
+            &helm,
+            &[
+                "uninstall",
+                RELEASE,
+                "-n",
+                NAMESPACE,
+                "--wait",
+                "--timeout",
+                "3m",
+            ],
+        );
+        let uninstall_time = uninstall_started.elapsed();
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+        let left = eventually("the release's objects gone", NODE_WAIT, || async {
+            let left: Vec<String> = inventory()
+                .difference(&before)
+                .filter(|o| !expected_after_uninstall(o, namespace))
+                .cloned()
+                .collect();
+            if left.is_empty() {
+                Ok(left)
+            } else {
+                Err(format!("{left:#?}"))
+            }
+        })
+        .await;
+        assert!(left.is_empty(), "{left:?}");
+        assert!(
+            deployments
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        );
+        // The user's operator still runs.
+        assert_eq!(
+            csvs(&client, namespace)
+                .get("example-operator.v0.3.0")
+                .await
+                .unwrap()
+                .data["status"]["phase"],
+            "Succeeded"
+        );
+
+        eprintln!("helm uninstall {:.1} s", uninstall_time.as_secs_f64());
+        drop(node);
+    }
+
+    /// What may remain after uninstall: OLM's CRDs (and the APIServices
+    /// Kubernetes registers for CRD groups), the kept `operators` namespace
+    /// with its global OperatorGroup and that group's aggregated
+    /// ClusterRoles, the `olm` namespace the test created (with what
+    /// Kubernetes puts in every namespace), the user's namespace with
+    /// everything in it and the user's cluster-wide objects (its operator's
+    /// CRD, its OperatorGroup's roles, its Operator), and the node's Lease.
+    /// packageserver's APIService is not among them.
+    fn expected_after_uninstall(object: &str, user_namespace: &str) -> bool {
+        let mut parts = object.splitn(3, '/');
+        let (kind, namespace, name) = (
+            parts.next().unwrap_or_default(),
+            parts.next().unwrap_or_default(),
+            parts.next().unwrap_or_default(),
+        );
+        let olm_group = |name: &str| {
+            name.ends_with(".operators.coreos.com") || name.ends_with(".config.openshift.io")
+        };
+        let user_group = |name: &str| name.ends_with(".example.olm-rs.dev");
+        match (kind, namespace) {
+            ("Namespace", "") => [NAMESPACE, "operators", user_namespace].contains(&name),
+            (_, ns) if ns == user_namespace => true,
+            (_, "kube-node-lease") => true,
+            ("ServiceAccount", ns) if ns == NAMESPACE || ns == "operators" => name == "default",
+            ("ConfigMap", ns) if ns == NAMESPACE || ns == "operators" => name == "kube-root-ca.crt",
+            ("OperatorGroup", "operators") => name == "global-operators",
+            ("CustomResourceDefinition", "") => olm_group(name) || user_group(name),
+            ("APIService", "") => {
+                name != "v1.packages.operators.coreos.com" && (olm_group(name) || user_group(name))
+            }
+            ("ClusterRole", "") => {
+                name.starts_with("olm.og.global-operators.")
+                    || name.starts_with("olm.og.og.")
+                    || name.starts_with("greetings.example.olm-rs.dev-")
+            }
+            ("Operator", "") => name.ends_with(&format!(".{user_namespace}")),
+            _ => false,
+        }
+    }
+}
