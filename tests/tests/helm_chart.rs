@@ -564,12 +564,14 @@ mod on_a_real_node {
     use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
     use kube::{
         Api,
-        api::{ApiResource, DynamicObject, GroupVersionKind, ListParams},
+        api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams},
     };
+    use olm_api::catalog_source::CatalogSource;
     use olm_e2e::{
         eventually,
         harness::{
-            create_operator_group, create_subscription_with, describe, init_logs, wait_installed,
+            ServiceOptions, create_operator_group, create_subscription, create_subscription_with,
+            describe, init_logs, start_services_with, wait_installed,
         },
     };
     use olm_images::example;
@@ -726,11 +728,24 @@ mod on_a_real_node {
         .await
     }
 
+    /// Every request logged since the last read, kept for [`refused`] too.
+    fn audit_requests(log: &mut Audit) -> Vec<olm_testkit::audit::Request> {
+        let new = log.0.read_new().unwrap();
+        log.1.extend(new);
+        log.1.clone()
+    }
+
+    /// The audit log and what has been read from it.
+    struct Audit(
+        olm_testkit::audit::AuditLog,
+        Vec<olm_testkit::audit::Request>,
+    );
+
     /// Requests of OLM's ServiceAccounts the API server refused (403), or
-    /// whose status write failed, since `log` was last read.
-    fn refused(log: &mut olm_testkit::audit::AuditLog) -> Vec<String> {
-        log.read_new()
-            .unwrap()
+    /// whose status write failed, since the last call.
+    fn refused(log: &mut Audit) -> Vec<String> {
+        audit_requests(log);
+        std::mem::take(&mut log.1)
             .into_iter()
             .filter(|r| {
                 r.user
@@ -928,11 +943,17 @@ mod on_a_real_node {
 
         let before = inventory();
 
+        // Drop-in: an operator installed by an OLM running under upstream's
+        // CRDs (here our services, in-process, as the previous OLM) is
+        // adopted by the chart with no reinstall.
+        let adopted = adopt_from_upstream(&client, &pod_host).await;
+
         // A server-side dry run of everything the chart renders, on a
-        // cluster that has the CRDs (as `helm install` gives it them first)
-        // and the namespaces (a dry run creates nothing, so the objects of
-        // a namespace the chart creates need it to exist: `operators` is
-        // made with the marks by which Helm adopts it into the release).
+        // cluster that has OLM's CRDs (upstream's, or the chart's as `helm
+        // install` gives it them first) and the namespaces (a dry run creates
+        // nothing, so the objects of a namespace the chart creates need it to
+        // exist: `operators` is made with the marks by which Helm adopts it
+        // into the release).
         kubectl(&["create", "namespace", NAMESPACE], None).unwrap();
         kubectl(
             &[
@@ -955,20 +976,8 @@ mod on_a_real_node {
             kubectl(&["create", "-f", "-"], Some(&namespace.to_string())).unwrap();
         })
         .unwrap();
-        kubectl(
-            &[
-                "apply",
-                "--server-side",
-                "-f",
-                &chart().join("crds").display().to_string(),
-            ],
-            None,
-        )
-        .unwrap();
-        for crd in std::fs::read_dir(chart().join("crds")).unwrap() {
-            let text = std::fs::read_to_string(crd.unwrap().path()).unwrap();
-            let crd: Value = serde_yaml_ng::from_str(&text).unwrap();
-            plane.wait_crd_established(crd["metadata"]["name"].as_str().unwrap());
+        if adopted.is_none() {
+            apply_crds(&chart().join("crds"));
         }
         let rendered = render(&helm, &["-f", &values]);
         kubectl(
@@ -984,8 +993,10 @@ mod on_a_real_node {
         )
         .unwrap_or_else(|err| panic!("server-side dry run: {err}"));
 
-        let mut audit =
-            olm_testkit::audit::AuditLog::from_end(&plane.audit_log().unwrap()).unwrap();
+        let mut audit = Audit(
+            olm_testkit::audit::AuditLog::from_end(&plane.audit_log().unwrap()).unwrap(),
+            Vec::new(),
+        );
         let install_started = Instant::now();
         helm_on_cluster(
             &helm,
@@ -1067,6 +1078,29 @@ mod on_a_real_node {
             );
         }
         let operator_time = operator_started.elapsed();
+        if let Some(adopted) = &adopted {
+            // The hook replaced upstream's CRDs with the chart's in place...
+            let replaced = audit_requests(&mut audit)
+                .into_iter()
+                .filter(|r| {
+                    r.user == format!("system:serviceaccount:{NAMESPACE}:olm-crd-upgrade")
+                        && r.verb == "update"
+                        && r.resource == "customresourcedefinitions"
+                        && r.code == Some(200)
+                })
+                .count();
+            assert!(replaced > 0, "the hook replaced none of upstream's CRDs");
+            // ... and the operator installed before is still Succeeded.
+            let csv = csvs(&client, adopted.name())
+                .get("example-operator.v0.1.0")
+                .await
+                .unwrap();
+            assert_eq!(
+                csv.data["status"]["phase"], "Succeeded",
+                "{:?}",
+                csv.data["status"]
+            );
+        }
         let rss = service_rss();
         let refusals = refused(&mut audit);
         assert!(
@@ -1138,6 +1172,24 @@ mod on_a_real_node {
                 describe(&client, namespace).await
             );
         }
+        if let Some(adopted) = &adopted {
+            let upgraded = tokio::time::timeout(
+                NODE_WAIT,
+                wait_installed(
+                    &client,
+                    adopted.name(),
+                    example::PACKAGE,
+                    "example-operator.v0.3.0",
+                ),
+            )
+            .await;
+            if upgraded.is_err() {
+                panic!(
+                    "the adopted subscription did not upgrade to v0.3.0:\n{}",
+                    describe(&client, adopted.name()).await
+                );
+            }
+        }
         let phase = csvs(&client, namespace)
             .get("example-operator.v0.3.0")
             .await
@@ -1181,7 +1233,13 @@ mod on_a_real_node {
         let left = eventually("the release's objects gone", NODE_WAIT, || async {
             let left: Vec<String> = inventory()
                 .difference(&before)
-                .filter(|o| !expected_after_uninstall(o, namespace))
+                .filter(|o| {
+                    let users = [Some(namespace), adopted.as_ref().map(|a| a.name())];
+                    !users
+                        .into_iter()
+                        .flatten()
+                        .any(|ns| expected_after_uninstall(o, ns) || ip_of_a_service_in(o, ns))
+                })
                 .cloned()
                 .collect();
             if left.is_empty() {
@@ -1214,6 +1272,114 @@ mod on_a_real_node {
         drop(node);
     }
 
+    /// Applies the CRDs of `dir` and waits until they are Established.
+    fn apply_crds(dir: &Path) {
+        kubectl(
+            &["apply", "--server-side", "-f", &dir.display().to_string()],
+            None,
+        )
+        .unwrap();
+        for crd in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(crd.unwrap().path()).unwrap();
+            let crd: Value = serde_yaml_ng::from_str(&text).unwrap();
+            olm_testkit::control_plane()
+                .wait_crd_established(crd["metadata"]["name"].as_str().unwrap());
+        }
+    }
+
+    /// Upstream's CRDs, and the example operator installed under them in a
+    /// namespace of its own by OLM's services run in-process (then
+    /// stopped), from a catalog of that namespace: what a cluster running
+    /// upstream OLM looks like to the chart. `None` (after saying why)
+    /// without the shared test data, outside CI.
+    async fn adopt_from_upstream(
+        client: &kube::Client,
+        registry: &str,
+    ) -> Option<olm_testkit::TestNamespace> {
+        let Some(testdata) = olm_e2e::testdata() else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the adoption test: ../shared/testdata is missing"
+            );
+            eprintln!("skipping adoption from upstream's CRDs: ../shared/testdata is missing");
+            return None;
+        };
+        apply_crds(&testdata.join("crds"));
+        let plane = olm_testkit::control_plane();
+        let ns = plane.namespace("helm-adopt").await;
+        let namespace = ns.name();
+        let services = start_services_with(
+            namespace,
+            registry,
+            ServiceOptions {
+                service_lookup_cluster_ip: true,
+                ..ServiceOptions::default()
+            },
+        )
+        .await;
+        create_operator_group(client, namespace, json!({})).await;
+        let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
+        catalogs
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                    "metadata": {"name": "example-catalog"},
+                    "spec": {
+                        "sourceType": "grpc",
+                        "image": example::catalog_image(registry, "latest"),
+                        "updateStrategy": {"registryPoll": {"interval": "10s"}},
+                        "grpcPodConfig": {
+                            "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
+                            "tolerations": [{"key": NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+                            "securityContextConfig": "restricted",
+                        },
+                    }
+                }))
+                .unwrap(),
+            )
+            .await
+            .unwrap();
+        create_subscription(client, namespace, example::PACKAGE, "example-catalog", None).await;
+        let installed = tokio::time::timeout(
+            NODE_WAIT,
+            wait_installed(
+                client,
+                namespace,
+                example::PACKAGE,
+                "example-operator.v0.1.0",
+            ),
+        )
+        .await;
+        if installed.is_err() {
+            panic!(
+                "example-operator.v0.1.0 not installed under upstream's CRDs:\n{}",
+                describe(client, namespace).await
+            );
+        }
+        services.stop().await;
+        Some(ns)
+    }
+
+    /// Whether `object` is the IPAddress a Service of `namespace` holds
+    /// (Kubernetes' bookkeeping of ClusterIPs).
+    fn ip_of_a_service_in(object: &str, namespace: &str) -> bool {
+        let Some(address) = object.strip_prefix("IPAddress//") else {
+            return false;
+        };
+        kubectl(
+            &[
+                "get",
+                "ipaddress",
+                address,
+                "-o",
+                "jsonpath={.spec.parentRef.namespace}",
+            ],
+            None,
+        )
+        .is_ok_and(|owner| owner.trim() == namespace)
+    }
+
     /// What may remain after uninstall: OLM's CRDs (and the APIServices
     /// Kubernetes registers for CRD groups), the kept `operators` namespace
     /// with its global OperatorGroup and that group's aggregated
@@ -1235,6 +1401,7 @@ mod on_a_real_node {
         let user_group = |name: &str| name.ends_with(".example.olm-rs.dev");
         match (kind, namespace) {
             ("Namespace", "") => [NAMESPACE, "operators", user_namespace].contains(&name),
+            ("ClusterRole", "") if name.starts_with("olm.og.og.") => true,
             (_, ns) if ns == user_namespace => true,
             (_, "kube-node-lease") => true,
             ("ServiceAccount", ns) if ns == NAMESPACE || ns == "operators" => name == "default",
