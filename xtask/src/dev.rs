@@ -1,17 +1,25 @@
 //! `cargo xtask dev`: the whole of OLM on this machine, from one command.
 //!
-//! Stage by stage: the binaries are built; a loopback OCI registry, a
-//! control plane and (when this machine can run one) a real node start; the
-//! images the node runs are pushed (the pause image, `opm`, the example
-//! operator); OLM's CRDs are applied; the example catalog is published as an
-//! image that serves itself and a CatalogSource points at it; OLM's services
-//! run as host processes against the cluster (`--services host`, the
-//! developer loop: stop one and run it with `cargo xtask run` instead); and
-//! everything is waited for until Ready. Then it says what to type next.
+//! Stage by stage: the binaries are built; an OCI registry, a control plane
+//! and (when this machine can run one) a real node start; the images the
+//! node runs are pushed (the pause image, `opm`, the example operator, and
+//! OLM's services with NATS); the example catalog is published as an image
+//! that serves itself; then OLM is installed:
+//!
+//! - `--services pods` (the default with a real node): by the Helm chart
+//!   (`charts/olm`), as a user installs it, every service a pod on the node,
+//!   the example catalog the chart's default catalog;
+//! - `--services host`: OLM's CRDs applied and the services run as host
+//!   processes with the admin identity (the developer loop: stop one and run
+//!   it with `cargo xtask run` instead), the example catalog a CatalogSource;
+//! - `--services none`: CRDs only.
+//!
+//! Everything is waited for until Ready. Then it says what to type next.
 //!
 //! Without a real node (not root, or no containerd) the control plane runs
-//! with kwok only: the services still run, but catalog images cannot be
-//! served, so the example catalog is left out and the command says so.
+//! with kwok only: pods cannot run, so the services run on the host, catalog
+//! images cannot be served, and the example catalog is left out; the command
+//! says so.
 
 use std::{
     path::{Path, PathBuf},
@@ -40,6 +48,11 @@ const PACKAGESERVER_PORT: u16 = 5443;
 /// How OLM's services run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ServicesMode {
+    /// As pods on the real node, installed by the Helm chart when there is
+    /// one; as host processes otherwise.
+    Auto,
+    /// As pods on the real node, installed by the Helm chart.
+    Pods,
     /// As processes on this host, with the admin identity (the developer loop).
     Host,
     /// Not at all: start them yourself with `cargo xtask run <service>`.
@@ -53,7 +66,7 @@ pub(crate) struct DevArgs {
     #[arg(long, env = "OLM_DEV_DIR")]
     dir: Option<PathBuf>,
     /// How OLM's services run.
-    #[arg(long, value_enum, default_value = "host")]
+    #[arg(long, value_enum, default_value = "auto")]
     services: ServicesMode,
     /// Do not start a real node even when this machine can run one.
     #[arg(long)]
@@ -167,14 +180,37 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
     std::fs::create_dir_all(dir.join("logs"))
         .with_context(|| format!("creating {}", dir.display()))?;
 
-    stages.begin("starting a loopback OCI registry");
-    let registry = Registry::start().context("starting the OCI registry (docker-registry)")?;
-    let host = registry.host();
-
     let node_refusal = if args.no_node {
         Some("--no-node".to_owned())
     } else {
         RealNode::unsupported()
+    };
+    let mode = match (args.services, &node_refusal) {
+        (ServicesMode::Pods, Some(reason)) => {
+            bail!("--services pods needs a real node, and this machine cannot run one: {reason}")
+        }
+        (ServicesMode::Auto, Some(_)) => ServicesMode::Host,
+        (ServicesMode::Auto, None) => ServicesMode::Pods,
+        (mode, _) => mode,
+    };
+
+    stages.begin("starting an OCI registry");
+    // Pods reach the registry at the node's address (catalog polls,
+    // bundle pulls from inside OLM's pods), so in pods mode it listens on
+    // every interface; otherwise on loopback only.
+    let registry = if mode == ServicesMode::Pods {
+        println!("    listening on every interface, for pods: do not run this on a shared network");
+        Registry::start_listening_on("0.0.0.0")
+    } else {
+        Registry::start()
+    }
+    .context("starting the OCI registry (docker-registry)")?;
+    let host = registry.host();
+    // The registry as pods and images name it.
+    let pod_host = if mode == ServicesMode::Pods {
+        registry.host_at(NODE_IP)
+    } else {
+        host.clone()
     };
     stages.begin("starting the control plane (etcd, kube-apiserver, controllers, kwok)");
     let options = if node_refusal.is_none() {
@@ -193,22 +229,96 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
         None => {
             stages.begin("pushing the node's images (pause, opm, example operator)");
             let runtime = tokio::runtime::Runtime::new()?;
-            let opm_image = runtime.block_on(olm_images::push_node_images(
+            let revision = olm_images::git_revision();
+            runtime.block_on(olm_images::push_node_images(
                 &host,
                 &bin.join("opm"),
                 &bin.join("example-operator"),
-                &olm_images::git_revision(),
+                &revision,
             ))?;
+            let opm_image = format!("{pod_host}/olm-rs/opm:{}", env!("CARGO_PKG_VERSION"));
+            if mode == ServicesMode::Pods {
+                stages.begin("pushing OLM's images (services, NATS)");
+                runtime.block_on(olm_images::push_service_images(
+                    &host,
+                    &bin,
+                    env!("CARGO_PKG_VERSION"),
+                    &revision,
+                ))?;
+            }
             stages.begin("starting the real node (containerd, kubelet, kube-proxy)");
-            let mirrors = olm_images::node_mirrors(&host)
+            let mut mirrors: Vec<Mirror> = olm_images::node_mirrors(&host)
                 .into_iter()
                 .map(|(registry, endpoint)| Mirror { registry, endpoint })
                 .collect();
+            if pod_host != host {
+                mirrors.push(Mirror {
+                    registry: pod_host.clone(),
+                    endpoint: format!("http://{host}"),
+                });
+            }
             let node = RealNode::start(&plane, &NodeOptions { mirrors })
                 .context("starting the real node")?;
             Some((node, opm_image))
         }
     };
+
+    if mode == ServicesMode::Pods {
+        let Some((_, opm_image)) = &node else {
+            bail!("pods need the real node");
+        };
+        stages.begin("publishing the example catalog");
+        let catalog = olm_images::example::publish(
+            &bin.join("opm"),
+            &pod_host,
+            olm_images::example::VERSIONS,
+            "latest",
+            opm_image,
+        )?;
+        println!("    {catalog}");
+        stages.begin("installing OLM with its Helm chart (helm install --wait)");
+        let values = dir.join("values.yaml");
+        std::fs::write(&values, chart_values(&pod_host))
+            .with_context(|| format!("writing {}", values.display()))?;
+        helm(
+            &plane,
+            &[
+                "install",
+                "olm",
+                &workspace_root().join("charts/olm").display().to_string(),
+                "--namespace",
+                OLM_NAMESPACE,
+                "--create-namespace",
+                "--values",
+                &values.display().to_string(),
+                "--wait",
+                "--timeout",
+                "5m",
+            ],
+        )?;
+        stages.begin("waiting for the example catalog to serve");
+        wait_for_catalog(&plane)?;
+        stages.end();
+        println!();
+        println!(
+            "OLM is installed by its Helm chart, every service a pod on {NODE_NAME}, in {:.0} s.",
+            stages.started.elapsed().as_secs_f64()
+        );
+        print_next_steps(&plane, &dir, true);
+        println!("  kubectl -n {OLM_NAMESPACE} get pods -o wide");
+        println!(
+            "  {} --kubeconfig {} -n {OLM_NAMESPACE} status olm",
+            olm_testkit::assets::bin_dir().join("helm").display(),
+            plane.kubeconfig_path().display()
+        );
+        println!("Press Ctrl-C to stop.");
+        wait_for_ctrl_c()?;
+        println!("stopping");
+        drop(node);
+        drop(plane);
+        drop(registry);
+        return Ok(());
+    }
 
     stages.begin("applying OLM's CRDs and the olm namespace");
     kubectl(
@@ -233,7 +343,7 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
     )?;
 
     let mut running = Vec::new();
-    if args.services == ServicesMode::Host {
+    if mode == ServicesMode::Host {
         stages.begin("starting OLM's services as host processes");
         if node.is_some() {
             apply_yaml(&plane, &packageserver_endpoints())?;
@@ -257,40 +367,9 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
         )?;
         println!("    {catalog}");
         apply_yaml(&plane, &example_catalog_source(&host))?;
-        if args.services == ServicesMode::Host {
+        if mode == ServicesMode::Host {
             stages.begin("waiting for the example catalog to serve");
-            wait_until(STAGE_TIMEOUT, "the example CatalogSource READY", || {
-                let out = kubectl_output(
-                    &plane,
-                    &[
-                        "get",
-                        "catalogsource",
-                        "-n",
-                        OLM_NAMESPACE,
-                        EXAMPLE_CATALOG,
-                        "-o",
-                        "jsonpath={.status.connectionState.lastObservedState}",
-                    ],
-                )?;
-                if out == "READY" {
-                    Ok(())
-                } else {
-                    Err(anyhow::anyhow!("state {out:?}"))
-                }
-            })?;
-            wait_until(
-                STAGE_TIMEOUT,
-                "packagemanifests through the aggregator",
-                || {
-                    let out =
-                        kubectl_output(&plane, &["get", "packagemanifests", "-n", OLM_NAMESPACE])?;
-                    if out.contains("example-operator") {
-                        Ok(())
-                    } else {
-                        Err(anyhow::anyhow!("{out}"))
-                    }
-                },
-            )?;
+            wait_for_catalog(&plane)?;
         }
     }
     stages.end();
@@ -300,21 +379,7 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
         "OLM is ready in {:.0} s.",
         stages.started.elapsed().as_secs_f64()
     );
-    println!("  export KUBECONFIG={}", plane.kubeconfig_path().display());
-    println!(
-        "  export PATH={}:$PATH   # the pinned kubectl",
-        olm_testkit::assets::bin_dir().display()
-    );
-    if node.is_some() {
-        println!("Install the example operator and greet someone:");
-        println!("  kubectl apply -f examples/install/");
-        println!(
-            "  kubectl get csv -n example-operator -w      # Succeeded, pod Running on {NODE_NAME}"
-        );
-        println!("  kubectl get greetings -n example-operator");
-        println!("  kubectl get packagemanifests -n {OLM_NAMESPACE}");
-    }
-    println!("Logs: {}", dir.join("logs").display());
+    print_next_steps(&plane, &dir, node.is_some());
     if !running.is_empty() {
         println!(
             "Services: {} (stop one with kill, then `cargo xtask run <service>`)",
@@ -326,16 +391,117 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
         );
     }
     println!("Press Ctrl-C to stop.");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(tokio::signal::ctrl_c())?;
+    wait_for_ctrl_c()?;
     println!("stopping");
     drop(running);
     drop(node);
     drop(plane);
     drop(registry);
     Ok(())
+}
+
+fn wait_for_ctrl_c() -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(tokio::signal::ctrl_c())?;
+    Ok(())
+}
+
+/// What to type next.
+fn print_next_steps(plane: &ControlPlane, dir: &Path, with_node: bool) {
+    println!("  export KUBECONFIG={}", plane.kubeconfig_path().display());
+    println!(
+        "  export PATH={}:$PATH   # the pinned kubectl and helm",
+        olm_testkit::assets::bin_dir().display()
+    );
+    if with_node {
+        println!("Install the example operator and greet someone:");
+        println!("  kubectl apply -f examples/install/");
+        println!(
+            "  kubectl get csv -n example-operator -w      # Succeeded, pod Running on {NODE_NAME}"
+        );
+        println!("  kubectl get greetings -n example-operator");
+        println!("  kubectl get packagemanifests -n {OLM_NAMESPACE}");
+    }
+    println!("Logs: {}", dir.join("logs").display());
+}
+
+/// Waits until the example catalog serves and packageserver lists it.
+fn wait_for_catalog(plane: &ControlPlane) -> Result<()> {
+    wait_until(STAGE_TIMEOUT, "the example CatalogSource READY", || {
+        let out = kubectl_output(
+            plane,
+            &[
+                "get",
+                "catalogsource",
+                "-n",
+                OLM_NAMESPACE,
+                EXAMPLE_CATALOG,
+                "-o",
+                "jsonpath={.status.connectionState.lastObservedState}",
+            ],
+        )?;
+        if out == "READY" {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!("state {out:?}"))
+        }
+    })?;
+    wait_until(
+        STAGE_TIMEOUT,
+        "packagemanifests through the aggregator",
+        || {
+            let out = kubectl_output(plane, &["get", "packagemanifests", "-n", OLM_NAMESPACE])?;
+            if out.contains("example-operator") {
+                Ok(())
+            } else {
+                Err(anyhow::anyhow!("{out}"))
+            }
+        },
+    )
+}
+
+/// Runs the pinned helm against the cluster.
+fn helm(plane: &ControlPlane, args: &[&str]) -> Result<()> {
+    let helm = olm_testkit::assets::find_pinned("helm")
+        .context("helm is not installed (cargo xtask envtest builds it)")?;
+    let output = Command::new(helm)
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig_path())
+        .args(args)
+        .output()
+        .context("running helm")?;
+    if !output.status.success() {
+        bail!(
+            "helm {} failed: {}{}",
+            args.first().copied().unwrap_or_default(),
+            String::from_utf8_lossy(&output.stdout).trim(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The chart's values for this machine: every pod on the real node, no
+/// cluster DNS (ClusterIPs instead), the registry over plain HTTP at the
+/// node's address, and the example catalog as the default catalog.
+fn chart_values(registry: &str) -> String {
+    format!(
+        "# Written by cargo xtask dev.
+nodeSelector: {{kubernetes.io/hostname: {NODE_NAME}}}
+tolerations: [{{key: {NODE_TAINT}, operator: Exists, effect: NoSchedule}}]
+serviceLookup: cluster-ip
+insecureRegistries: [\"{registry}\"]
+defaultCatalogs:
+  - name: {EXAMPLE_CATALOG}
+    image: {image}
+    displayName: Example operators
+    publisher: olm-rs
+    pollInterval: 1m
+",
+        image = olm_images::example::catalog_image(registry, "latest"),
+    )
 }
 
 fn start_service(
@@ -555,6 +721,24 @@ mod tests {
         assert_eq!(
             documents[1]["metadata"]["labels"]["kubernetes.io/service-name"],
             documents[0]["metadata"]["name"]
+        );
+    }
+
+    #[test]
+    fn the_chart_values_put_every_pod_on_the_node_and_serve_the_example_catalog() {
+        let values: serde_json::Value =
+            serde_yaml_ng::from_str(&chart_values("10.250.0.1:5000")).unwrap_or_default();
+        assert_eq!(
+            values["nodeSelector"]["kubernetes.io/hostname"], NODE_NAME,
+            "{values}"
+        );
+        assert_eq!(values["tolerations"][0]["key"], NODE_TAINT);
+        assert_eq!(values["serviceLookup"], "cluster-ip");
+        assert_eq!(values["insecureRegistries"][0], "10.250.0.1:5000");
+        assert_eq!(values["defaultCatalogs"][0]["name"], EXAMPLE_CATALOG);
+        assert_eq!(
+            values["defaultCatalogs"][0]["image"],
+            "10.250.0.1:5000/olm-rs/example-catalog:latest"
         );
     }
 

@@ -1,6 +1,7 @@
-//! `cargo xtask image`: one OCI image per service, one for `opm` and one
-//! for the example operator, built without a container engine by
-//! `olm_images` (see its crate documentation for what an image holds).
+//! `cargo xtask image`: one OCI image per service, one for `opm`, one for
+//! the example operator and one for NATS (Debian's `nats-server`, which the
+//! Helm chart runs), built without a container engine by `olm_images` (see
+//! its crate documentation for what an image holds).
 //!
 //! Images are written to an OCI image layout (`--oci-layout`) and/or pushed
 //! to a registry (`--push`). One architecture is built: this machine's. A
@@ -60,11 +61,13 @@ pub(crate) fn build(args: &ImageArgs) -> Result<()> {
         .copied()
         .filter(|(_, bin)| args.only.is_empty() || args.only.iter().any(|o| o == bin))
         .collect();
-    if selected.is_empty() {
+    let with_nats = args.only.is_empty() || args.only.iter().any(|o| o == olm_images::NATS);
+    if selected.is_empty() && !with_nats {
         bail!(
-            "no image named {:?}; the images are {:?}",
+            "no image named {:?}; the images are {:?} and {:?}",
             args.only,
-            IMAGES.iter().map(|(_, b)| *b).collect::<Vec<_>>()
+            IMAGES.iter().map(|(_, b)| *b).collect::<Vec<_>>(),
+            olm_images::NATS
         );
     }
     let root = workspace_root();
@@ -75,9 +78,11 @@ pub(crate) fn build(args: &ImageArgs) -> Result<()> {
     for (package, bin) in &selected {
         cargo.args(["-p", package, "--bin", bin]);
     }
-    let status = cargo.status().context("running cargo build")?;
-    if !status.success() {
-        bail!("building the binaries failed ({status})");
+    if !selected.is_empty() {
+        let status = cargo.status().context("running cargo build")?;
+        if !status.success() {
+            bail!("building the binaries failed ({status})");
+        }
     }
     let profile_dir = if args.profile == "dev" {
         "debug"
@@ -90,9 +95,20 @@ pub(crate) fn build(args: &ImageArgs) -> Result<()> {
         .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned());
     let revision = olm_images::git_revision();
     let runtime = tokio::runtime::Runtime::new().context("starting tokio")?;
+    let mut images = Vec::new();
     for (_, bin) in selected {
         let binary = root.join("target").join(profile_dir).join(bin);
-        let image = service_image(bin, &binary, &tag, &revision)?;
+        images.push((
+            bin,
+            tag.clone(),
+            service_image(bin, &binary, &tag, &revision)?,
+        ));
+    }
+    if with_nats {
+        let (version, image) = olm_images::nats_image(&revision)?;
+        images.push((olm_images::NATS, version, image));
+    }
+    for (bin, tag, image) in images {
         let name = format!("{bin}:{tag}");
         if let Some(dir) = &args.oci_layout {
             image
