@@ -473,11 +473,28 @@ fn helm(plane: &ControlPlane, args: &[&str]) -> Result<()> {
         .output()
         .context("running helm")?;
     if !output.status.success() {
+        // Which component, why, and where its log is.
+        let pods = kubectl_output(plane, &["get", "pods", "-n", OLM_NAMESPACE, "-o", "wide"])
+            .unwrap_or_else(|e| e.to_string());
+        let events = kubectl_output(
+            plane,
+            &[
+                "get",
+                "events",
+                "-n",
+                OLM_NAMESPACE,
+                "--field-selector=type=Warning",
+                "--sort-by=.lastTimestamp",
+            ],
+        )
+        .unwrap_or_else(|e| e.to_string());
         bail!(
-            "helm {} failed: {}{}",
+            "helm {} failed: {}{}\n\nOLM's pods:\n{pods}\n\nwarnings:\n{events}\n\n\
+             a pod's log: kubectl -n {OLM_NAMESPACE} logs <pod> (KUBECONFIG={})",
             args.first().copied().unwrap_or_default(),
             String::from_utf8_lossy(&output.stdout).trim(),
-            String::from_utf8_lossy(&output.stderr).trim()
+            String::from_utf8_lossy(&output.stderr).trim(),
+            plane.kubeconfig_path().display()
         );
     }
     Ok(())

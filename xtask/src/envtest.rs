@@ -181,7 +181,7 @@ fn install_debian_packages() -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    if assets::find("apt-get").is_err() || !is_root() {
+    if assets::find("apt-get").is_err() || !assets::is_root() {
         bail!(
             "missing commands from Debian packages {missing:?}; install them (apt-get install {})",
             missing.join(" ")
@@ -194,13 +194,6 @@ fn install_debian_packages() -> Result<()> {
         .args(&missing)
         .env("DEBIAN_FRONTEND", "noninteractive"))?;
     Ok(())
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
 }
 
 fn check_go() -> Result<()> {

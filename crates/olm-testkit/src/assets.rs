@@ -50,6 +50,15 @@ pub fn bin_dir() -> PathBuf {
         .join("bin")
 }
 
+/// Whether this process runs as root: what a real node (mounts, bridges,
+/// iptables) and installing Debian packages need.
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
 /// Finds `name`: first in [`bin_dir`], then in `KUBEBUILDER_ASSETS`, then on
 /// `PATH` and in `/usr/sbin` (where Debian puts `nats-server`).
 pub fn find(name: &str) -> Result<PathBuf, Error> {

@@ -149,7 +149,7 @@ impl RealNode {
     /// Why a real node cannot run here, if it cannot: not root, or a piece
     /// missing. Tests skip (or, under CI, fail) with this message.
     pub fn unsupported() -> Option<String> {
-        if !is_root() {
+        if !assets::is_root() {
             return Some("a real node needs root (mounts, bridges, iptables)".to_owned());
         }
         let mut missing = Vec::new();
@@ -387,13 +387,6 @@ impl RealNode {
             log: self.dir.join("logs").join("kubelet.log"),
         })
     }
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
 }
 
 /// The process that holds the machine's real-node lock and cleans up after
