@@ -80,22 +80,19 @@ fn serving_follows_upstream_precedence() {
 }
 
 #[test]
-fn connection_address_prefers_spec_address_then_service() {
+fn the_registry_address_prefers_spec_address_then_service() {
     let mut c = catalog(IMAGE);
-    assert_eq!(catalog_source::connection_address(&c), None);
+    assert_eq!(c.registry_address(), None);
     c.status = serde_yaml_ng::from_str(
         "{registryService: {protocol: grpc, serviceName: my-catalog, serviceNamespace: olm, port: '50051'}}",
     )
     .unwrap();
     assert_eq!(
-        catalog_source::connection_address(&c).as_deref(),
+        c.registry_address().as_deref(),
         Some("my-catalog.olm.svc:50051")
     );
     c.spec.address = Some("10.0.0.1:50051".into());
-    assert_eq!(
-        catalog_source::connection_address(&c).as_deref(),
-        Some("10.0.0.1:50051")
-    );
+    assert_eq!(c.registry_address().as_deref(), Some("10.0.0.1:50051"));
 }
 
 fn objects(c: &CatalogSource, ns_labels: &[(&str, &str)]) -> catalog_source::RegistryObjects {

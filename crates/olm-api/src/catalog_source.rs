@@ -384,4 +384,29 @@ impl CatalogSource {
             && self.spec.address.as_deref().is_none_or(str::is_empty)
             && self.spec.image.as_deref().is_some_and(|i| !i.is_empty())
     }
+
+    /// The address OLM dials for this catalog: `spec.address` when set,
+    /// otherwise its registry Service from the status,
+    /// `<name>.<namespace>.svc:<port>` (the catalog's namespace when the
+    /// status names none, port 50051 when it names none). The one place this
+    /// address is built: catalog-operator and packageserver both dial it
+    /// (through `olm_runtime::service_address` when there is no cluster DNS).
+    pub fn registry_address(&self) -> Option<String> {
+        if let Some(address) = self.spec.address.as_deref().filter(|a| !a.is_empty()) {
+            return Some(address.to_owned());
+        }
+        let service = self.status.as_ref()?.registry_service.as_ref()?;
+        let name = service.service_name.as_deref().filter(|s| !s.is_empty())?;
+        let namespace = service
+            .service_namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .or_else(|| self.metadata.namespace.clone())?;
+        let port = service
+            .port
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .unwrap_or("50051");
+        Some(format!("{name}.{namespace}.svc:{port}"))
+    }
 }

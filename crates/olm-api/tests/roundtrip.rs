@@ -114,6 +114,47 @@ fn catalog_source_round_trips_with_unknown_values() {
     assert!(catalog.runs_registry_pod());
 }
 
+/// The address both catalog services dial, from spec and status.
+#[test]
+fn a_catalog_s_registry_address_prefers_spec_then_its_service() {
+    let catalog = |yaml: &str| -> CatalogSource {
+        serde_yaml_ng::from_str(&format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: c, namespace: team}}\n{yaml}"
+        ))
+        .expect("catalog")
+    };
+    let cases = [
+        ("spec: {sourceType: grpc, image: i}", None),
+        (
+            "spec: {sourceType: grpc, address: '10.1.2.3:50051'}\nstatus: {registryService: {serviceName: s, serviceNamespace: x, port: '1'}}",
+            Some("10.1.2.3:50051"),
+        ),
+        (
+            "spec: {sourceType: grpc, address: ''}\nstatus: {registryService: {serviceName: s, serviceNamespace: x, port: '1'}}",
+            Some("s.x.svc:1"),
+        ),
+        (
+            "spec: {sourceType: grpc}\nstatus: {registryService: {serviceName: s}}",
+            Some("s.team.svc:50051"),
+        ),
+        (
+            "spec: {sourceType: grpc}\nstatus: {registryService: {serviceName: s, serviceNamespace: '', port: ''}}",
+            Some("s.team.svc:50051"),
+        ),
+        (
+            "spec: {sourceType: grpc}\nstatus: {registryService: {serviceName: ''}}",
+            None,
+        ),
+    ];
+    for (yaml, wanted) in cases {
+        assert_eq!(
+            catalog(yaml).registry_address().as_deref(),
+            wanted,
+            "{yaml}"
+        );
+    }
+}
+
 const SUBSCRIPTION: &str = r#"
 apiVersion: operators.coreos.com/v1alpha1
 kind: Subscription

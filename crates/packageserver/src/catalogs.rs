@@ -106,26 +106,6 @@ pub struct Target {
     pub content_hint: String,
 }
 
-/// The registry address of a CatalogSource: `spec.address`, else its
-/// registry Service from the status.
-pub fn address(catalog: &CatalogSource) -> Option<String> {
-    if let Some(address) = catalog.spec.address.as_deref().filter(|a| !a.is_empty()) {
-        return Some(address.to_owned());
-    }
-    let service = catalog.status.as_ref()?.registry_service.as_ref()?;
-    let name = service.service_name.as_deref().filter(|s| !s.is_empty())?;
-    let namespace = service
-        .service_namespace
-        .clone()
-        .or_else(|| catalog.namespace())?;
-    let port = service
-        .port
-        .as_deref()
-        .filter(|p| !p.is_empty())
-        .unwrap_or("50051");
-    Some(format!("{name}.{namespace}.svc:{port}"))
-}
-
 /// The refresher's view of a CatalogSource.
 pub fn target(catalog: &CatalogSource) -> Target {
     let status = catalog.status.as_ref();
@@ -145,7 +125,7 @@ pub fn target(catalog: &CatalogSource) -> Target {
             labels: catalog.labels().clone(),
             creation_timestamp: catalog.metadata.creation_timestamp.clone(),
         },
-        address: address(catalog),
+        address: catalog.registry_address(),
         content_hint,
     }
 }
@@ -591,7 +571,7 @@ mod tests {
     fn address_prefers_spec_then_registry_service() {
         let mut catalog = CatalogSource::new("widgets", CatalogSourceSpec::default());
         catalog.metadata.namespace = Some("team".into());
-        assert_eq!(address(&catalog), None);
+        assert_eq!(catalog.registry_address(), None);
         catalog.status = Some(CatalogSourceStatus {
             registry_service: Some(RegistryServiceStatus {
                 service_name: Some("widgets".into()),
@@ -601,9 +581,15 @@ mod tests {
             }),
             ..CatalogSourceStatus::default()
         });
-        assert_eq!(address(&catalog).as_deref(), Some("widgets.team.svc:50051"));
+        assert_eq!(
+            catalog.registry_address().as_deref(),
+            Some("widgets.team.svc:50051")
+        );
         catalog.spec.address = Some("10.1.2.3:50051".into());
-        assert_eq!(address(&catalog).as_deref(), Some("10.1.2.3:50051"));
+        assert_eq!(
+            catalog.registry_address().as_deref(),
+            Some("10.1.2.3:50051")
+        );
     }
 
     #[test]

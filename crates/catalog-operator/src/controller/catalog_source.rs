@@ -266,7 +266,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
     }
     let mut probed = catalog.clone();
     probed.status = Some(status.clone());
-    let ready = match decide::connection_address(&probed) {
+    let ready = match probed.registry_address() {
         Some(address) => {
             let probe = context
                 .connections

@@ -72,7 +72,7 @@ pub struct SpecInvalid(pub String);
 
 /// Decides how a catalog is served. Upstream (`ReconcilerForSource`) prefers
 /// the image when a `grpc` catalog sets both image and address; the
-/// connection then still dials the address (see [`connection_address`]).
+/// connection then still dials the address (see [`CatalogSource::registry_address`]).
 pub fn serving(catalog: &CatalogSource) -> Result<Serving, SpecInvalid> {
     let spec = &catalog.spec;
     let non_empty = |s: &Option<String>| s.as_deref().filter(|s| !s.is_empty()).map(str::to_owned);
@@ -117,19 +117,6 @@ pub fn policy_refusal(
     }
     let address = catalog.spec.address.as_deref().filter(|a| !a.is_empty())?;
     olm_oci::policy::address_refusal(address_rules, address)
-}
-
-/// The address OLM dials for a catalog: `spec.address` when set, otherwise
-/// the registry Service's `<name>.<namespace>.svc:<port>` from status.
-pub fn connection_address(catalog: &CatalogSource) -> Option<String> {
-    if let Some(address) = catalog.spec.address.as_deref().filter(|a| !a.is_empty()) {
-        return Some(address.to_owned());
-    }
-    let service = catalog.status.as_ref()?.registry_service.as_ref()?;
-    let name = service.service_name.as_deref().filter(|n| !n.is_empty())?;
-    let namespace = service.service_namespace.as_deref().unwrap_or_default();
-    let port = service.port.as_deref().unwrap_or("50051");
-    Some(format!("{name}.{namespace}.svc:{port}"))
 }
 
 /// Whether the catalog's registry pod runs under the restricted pod security
