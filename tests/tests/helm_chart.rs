@@ -404,10 +404,14 @@ fn granted(docs: &[(String, Value)]) -> (Vec<Rule>, BTreeSet<(String, String, St
     {
         let role_kind = binding["roleRef"]["kind"].as_str().unwrap().to_owned();
         let role_name = binding["roleRef"]["name"].as_str().unwrap().to_owned();
+        // A Role in the release's namespace is "namespace"; in another
+        // namespace, that namespace's name.
         let scope = if binding["kind"] == "ClusterRoleBinding" {
             "cluster"
-        } else {
+        } else if binding["metadata"]["namespace"] == NAMESPACE {
             "namespace"
+        } else {
+            binding["metadata"]["namespace"].as_str().unwrap()
         };
         for subject in binding["subjects"].as_array().unwrap() {
             assert_eq!(subject["kind"], "ServiceAccount", "{binding}");
@@ -510,7 +514,9 @@ fn documented() -> (Vec<Rule>, BTreeSet<(String, String, String)>) {
 #[test]
 fn the_rbac_is_exactly_the_documented_rules() {
     let Some(helm) = helm_binary() else { return };
-    let (granted_rules, granted_bindings) = granted(&documents(&render(&helm, &[])));
+    // Every optional service on, so that every ServiceAccount is seen.
+    let all = ["--set", "marketplaceOperator.enabled=true"];
+    let (granted_rules, granted_bindings) = granted(&documents(&render(&helm, &all)));
     let (listed_rules, listed_bindings) = documented();
     let extra: Vec<_> = granted_rules
         .iter()
@@ -528,7 +534,10 @@ fn the_rbac_is_exactly_the_documented_rules() {
 
     let (cluster_ip, _) = granted(&documents(&render(
         &helm,
-        &["--set", "serviceLookup=cluster-ip"],
+        &[
+            "--set",
+            "serviceLookup=cluster-ip,marketplaceOperator.enabled=true",
+        ],
     )));
     let added: Vec<_> = cluster_ip
         .iter()
@@ -927,6 +936,8 @@ mod on_a_real_node {
                 "tolerations": [toleration],
                 "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
                 "serviceLookup": "cluster-ip",
+                // The default catalog is made by marketplace-operator.
+                "marketplaceOperator": {"enabled": true},
                 "insecureRegistries": [pod_host],
                 "defaultCatalogs": [{
                     "name": "example-catalog",

@@ -156,6 +156,7 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
         "catalog-operator",
         "bundle-unpacker",
         "packageserver",
+        "marketplace-operator",
         "opm",
         "example-operator",
     ];
@@ -510,6 +511,9 @@ nodeSelector: {{kubernetes.io/hostname: {NODE_NAME}}}
 tolerations: [{{key: {NODE_TAINT}, operator: Exists, effect: NoSchedule}}]
 serviceLookup: cluster-ip
 insecureRegistries: [\"{registry}\"]
+# The example catalog is a default catalog, which the OperatorHub turns on
+# and off.
+marketplaceOperator: {{enabled: true}}
 defaultCatalogs:
   - name: {EXAMPLE_CATALOG}
     image: {image}

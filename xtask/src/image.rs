@@ -26,6 +26,7 @@ pub(crate) const IMAGES: &[(&str, &str)] = &[
     ("catalog-operator", "catalog-operator"),
     ("packageserver", "packageserver"),
     ("bundle-unpacker", "bundle-unpacker"),
+    ("marketplace-operator", "marketplace-operator"),
     ("opm", "opm"),
     ("example-operator", "example-operator"),
 ];

@@ -232,6 +232,7 @@ pub const SERVICES: &[&str] = &[
     "catalog-operator",
     "packageserver",
     "bundle-unpacker",
+    "marketplace-operator",
 ];
 
 /// The NATS server's image name (`ghcr.io/olm-rs/nats:<version>`).

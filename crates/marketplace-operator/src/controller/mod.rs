@@ -1,0 +1,437 @@
+//! The OperatorHub controller: watches the OperatorHub (creating it when
+//! absent) and the CatalogSources of the marketplace namespace, asks
+//! [`crate::decide`] what to do, writes the CatalogSources, and reports in
+//! the OperatorHub's `status.sources`.
+//!
+//! There is one object to reconcile, so every change (of the OperatorHub or
+//! of any CatalogSource in the namespace) wakes one level-triggered
+//! reconcile of everything; a resync and a capped backoff after failures
+//! bring it back without a change.
+
+mod write;
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use kube::{
+    Api, Client, Resource as _, ResourceExt as _,
+    api::PostParams,
+    runtime::{
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+use olm_api::{
+    catalog_source::CatalogSource,
+    operator_hub::{OPERATOR_HUB_NAME, OperatorHub, OperatorHubSpec},
+};
+use olm_runtime::{
+    admin::Readiness,
+    apply::FieldManager,
+    cache::{Change, reflect},
+    error::kube_error_category,
+    events::{EventRecorder, error_chain},
+};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    decide::{
+        plan::{Action, Inputs, ObservedCatalog, plan, status_sources},
+        sources::DefaultSource,
+    },
+    metrics::MarketplaceMetrics,
+};
+
+/// The field manager of every write of this service.
+pub const FIELD_MANAGER: FieldManager = FieldManager::new("marketplace-operator");
+
+/// How often everything is reconciled again without a change.
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(5 * 60);
+
+/// The first wait after a failed reconcile; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The longest wait after failed reconciles.
+const MAX_BACKOFF: Duration = Duration::from_secs(5 * 60);
+
+/// What the controller serves.
+#[derive(Clone, Debug)]
+pub struct MarketplaceConfig {
+    /// The namespace the default CatalogSources live in.
+    pub namespace: String,
+    /// The OperatorHub read (and created when absent): `cluster` but in tests.
+    pub operator_hub_name: String,
+    /// The default sources.
+    pub default_sources: Vec<DefaultSource>,
+    /// Take over a same-named CatalogSource without the managed-by
+    /// annotation when its source is enabled, as upstream does.
+    pub adopt_unmanaged: bool,
+    /// How often everything is reconciled again without a change.
+    pub resync: Duration,
+}
+
+impl MarketplaceConfig {
+    /// The defaults: the OperatorHub `cluster`, adoption as upstream, and
+    /// [`DEFAULT_RESYNC`].
+    pub fn new(namespace: impl Into<String>, default_sources: Vec<DefaultSource>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            operator_hub_name: OPERATOR_HUB_NAME.to_owned(),
+            default_sources,
+            adopt_unmanaged: true,
+            resync: DEFAULT_RESYNC,
+        }
+    }
+}
+
+/// A failure of one reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The OperatorHub is absent and could not be created.
+    #[error("cannot create OperatorHub {name}")]
+    CreateHub {
+        /// Its name.
+        name: String,
+        /// The API server's answer.
+        #[source]
+        source: kube::Error,
+    },
+    /// A CatalogSource write failed.
+    #[error("cannot {verb} CatalogSource {namespace}/{name}")]
+    WriteCatalog {
+        /// `create`, `update` or `delete`.
+        verb: &'static str,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The API server's answer.
+        #[source]
+        source: kube::Error,
+    },
+    /// Not even the minimal status could be written.
+    #[error("cannot write the status of OperatorHub {name}")]
+    WriteStatus {
+        /// Its name.
+        name: String,
+        /// What failed.
+        #[source]
+        source: olm_runtime::Error,
+    },
+    /// A watch stopped before its first list.
+    #[error("the {kind} cache stopped before it filled")]
+    CacheStopped {
+        /// The kind watched.
+        kind: &'static str,
+    },
+}
+
+impl Error {
+    /// A stable name for metrics and event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::CreateHub { source, .. } | Self::WriteCatalog { source, .. } => {
+                kube_error_category(source)
+            }
+            Self::WriteStatus { source, .. } => source.category(),
+            Self::CacheStopped { .. } => "cache_stopped",
+        }
+    }
+}
+
+/// Runs the controller until `shutdown`; it reconciles only while `leading`
+/// holds `true`, and sets `readiness` gates once its caches are warm.
+pub async fn run(
+    client: Client,
+    config: MarketplaceConfig,
+    metrics: MarketplaceMetrics,
+    readiness: Readiness,
+    mut leading: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    let changed = Arc::new(Notify::new());
+    let hubs: Api<OperatorHub> = Api::all(client.clone());
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &config.namespace);
+    let hub_cache = reflect(
+        hubs.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={}", config.operator_hub_name)),
+        readiness.gate("cache:OperatorHub"),
+        wake(&changed),
+    );
+    let catalog_cache = reflect(
+        catalogs.clone(),
+        watcher::Config::default(),
+        readiness.gate("cache:CatalogSource"),
+        wake(&changed),
+    );
+    let reconciler = Reconciler {
+        hubs,
+        catalogs,
+        hub_store: hub_cache.store.clone(),
+        catalog_store: catalog_cache.store.clone(),
+        recorder: EventRecorder::new(
+            client,
+            FIELD_MANAGER.as_str(),
+            std::env::var("POD_NAME").ok(),
+        ),
+        metrics,
+        config,
+    };
+    let watches = tokio::spawn(futures::future::join(hub_cache.task, catalog_cache.task));
+    let result = tokio::select! {
+        () = shutdown.cancelled() => Ok(()),
+        result = reconciler.warm_up() => match result {
+            Ok(()) => {
+                reconciler.serve(&changed, &mut leading, &shutdown).await;
+                Ok(())
+            }
+            Err(error) => Err(error),
+        },
+    };
+    watches.abort();
+    result
+}
+
+struct Reconciler {
+    hubs: Api<OperatorHub>,
+    catalogs: Api<CatalogSource>,
+    hub_store: Store<OperatorHub>,
+    catalog_store: Store<CatalogSource>,
+    recorder: EventRecorder,
+    metrics: MarketplaceMetrics,
+    config: MarketplaceConfig,
+}
+
+/// How one reconcile ended, when it did not fail outright.
+#[derive(Debug, Default)]
+struct Outcome {
+    /// Some write failed or met a stale cache: try again soon.
+    retry: bool,
+}
+
+impl Reconciler {
+    async fn warm_up(&self) -> Result<(), Error> {
+        self.hub_store
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::CacheStopped {
+                kind: "OperatorHub",
+            })?;
+        self.catalog_store
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::CacheStopped {
+                kind: "CatalogSource",
+            })
+    }
+
+    async fn serve(
+        &self,
+        changed: &Notify,
+        leading: &mut watch::Receiver<bool>,
+        shutdown: &CancellationToken,
+    ) {
+        let mut failures_in_a_row = 0u32;
+        loop {
+            let delay = if *leading.borrow_and_update() {
+                let timer = self.metrics.reconcile.start();
+                let result = self.reconcile().await;
+                let retry = match result {
+                    Ok(outcome) => outcome.retry,
+                    Err(error) => {
+                        timer.failed(error.category());
+                        tracing::warn!(
+                            error = &error as &dyn std::error::Error,
+                            "reconcile of the OperatorHub failed; retrying with backoff"
+                        );
+                        true
+                    }
+                };
+                if retry {
+                    failures_in_a_row = failures_in_a_row.saturating_add(1);
+                    backoff(failures_in_a_row)
+                } else {
+                    failures_in_a_row = 0;
+                    self.config.resync
+                }
+            } else {
+                self.config.resync
+            };
+            tokio::select! {
+                () = changed.notified() => {}
+                () = tokio::time::sleep(delay) => {}
+                result = leading.changed() => if result.is_err() { break },
+                () = shutdown.cancelled() => break,
+            }
+        }
+    }
+
+    #[tracing::instrument(skip(self), fields(operatorhub = %self.config.operator_hub_name))]
+    async fn reconcile(&self) -> Result<Outcome, Error> {
+        let hub = match self
+            .hub_store
+            .get(&ObjectRef::new(&self.config.operator_hub_name))
+        {
+            Some(hub) => hub,
+            None => Arc::new(self.create_hub().await?),
+        };
+        let observed: Vec<ObservedCatalog> = self
+            .catalog_store
+            .state()
+            .iter()
+            .map(|catalog| observe(catalog))
+            .collect();
+        let decided = plan(Inputs {
+            defaults: &self.config.default_sources,
+            hub: &hub.spec,
+            observed: &observed,
+            adopt_unmanaged: self.config.adopt_unmanaged,
+        });
+        let mut outcome = Outcome::default();
+        let mut failures = BTreeMap::new();
+        for action in &decided.actions {
+            match self.execute(action, &hub).await {
+                Ok(write::Written::Done) => {
+                    self.metrics.wrote(action.verb(), true);
+                    self.event_done(&hub, action).await;
+                }
+                Ok(write::Written::Stale) => outcome.retry = true,
+                Err(error) => {
+                    self.metrics.wrote(action.verb(), false);
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        catalog = action.name(),
+                        "a default CatalogSource write failed"
+                    );
+                    self.event_failed(&hub, action, &error).await;
+                    failures.insert(action.name().to_owned(), error_chain(&error));
+                    outcome.retry = true;
+                }
+            }
+        }
+        let sources = status_sources(&decided, &failures);
+        self.metrics.set_sources(
+            sources
+                .iter()
+                .filter_map(|s| Some((s.name.as_deref()?, s.status.as_deref()?))),
+        );
+        self.write_status(&hub, sources).await?;
+        Ok(outcome)
+    }
+
+    /// Creates the OperatorHub with an empty spec, as the release manifest
+    /// upstream ships does (`manifests/0000_03_marketplace-operator_02_operatorhub.cr.yaml`).
+    async fn create_hub(&self) -> Result<OperatorHub, Error> {
+        let name = &self.config.operator_hub_name;
+        let hub = OperatorHub::new(name, OperatorHubSpec::default());
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.as_str().to_owned()),
+            ..PostParams::default()
+        };
+        match self.hubs.create(&params, &hub).await {
+            Ok(created) => {
+                tracing::info!(operatorhub = %name, "created the absent OperatorHub");
+                Ok(created)
+            }
+            // Someone created it since the cache was read.
+            Err(kube::Error::Api(status)) if status.is_already_exists() => self
+                .hubs
+                .get(name)
+                .await
+                .map_err(|source| Error::CreateHub {
+                    name: name.clone(),
+                    source,
+                }),
+            Err(source) => Err(Error::CreateHub {
+                name: name.clone(),
+                source,
+            }),
+        }
+    }
+
+    async fn event_done(&self, hub: &OperatorHub, action: &Action) {
+        let (reason, note) = match action {
+            Action::Create { name, .. } => (
+                "CatalogSourceCreated",
+                format!(
+                    "created the default CatalogSource {}/{name}",
+                    self.config.namespace
+                ),
+            ),
+            Action::Update { name, .. } => (
+                "CatalogSourceRestored",
+                format!(
+                    "put the default CatalogSource {}/{name} back to its default spec",
+                    self.config.namespace
+                ),
+            ),
+            Action::Delete { name } => (
+                "CatalogSourceDeleted",
+                format!(
+                    "deleted the default CatalogSource {}/{name}: its source is disabled",
+                    self.config.namespace
+                ),
+            ),
+        };
+        let reference = hub.object_ref(&());
+        if let Err(error) = self
+            .recorder
+            .normal(&reference, reason, action.verb(), &note)
+            .await
+        {
+            tracing::debug!(
+                error = &error as &dyn std::error::Error,
+                "event not published"
+            );
+        }
+    }
+
+    async fn event_failed(&self, hub: &OperatorHub, action: &Action, error: &Error) {
+        let reference = hub.object_ref(&());
+        if let Err(error) = self
+            .recorder
+            .warning(&reference, error.category(), action.verb(), error)
+            .await
+        {
+            tracing::debug!(
+                error = &error as &dyn std::error::Error,
+                "event not published"
+            );
+        }
+    }
+}
+
+/// A watch hook that wakes the reconcile loop on any change.
+fn wake<K>(changed: &Arc<Notify>) -> impl Fn(&K, Change) + Send + Sync + 'static {
+    let changed = changed.clone();
+    move |_, _| changed.notify_one()
+}
+
+fn observe(catalog: &CatalogSource) -> ObservedCatalog {
+    ObservedCatalog {
+        name: catalog.name_any(),
+        annotations: catalog.annotations().clone(),
+        spec: catalog.spec.clone(),
+        deleting: catalog.metadata.deletion_timestamp.is_some(),
+    }
+}
+
+/// The wait after `failures` failed reconciles in a row: 1 s, doubling, at
+/// most [`MAX_BACKOFF`].
+fn backoff(failures: u32) -> Duration {
+    let exponent = failures.saturating_sub(1).min(16);
+    FIRST_BACKOFF.saturating_mul(1 << exponent).min(MAX_BACKOFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(40), MAX_BACKOFF);
+    }
+}
