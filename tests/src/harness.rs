@@ -4,6 +4,7 @@
 //! bundle-unpacker and olm-operator run in-process; the objects a user
 //! creates to subscribe; and the reads the tests wait on.
 
+pub use olm_testkit::olm_crds_installed;
 use std::time::Duration;
 
 use kube::{Api, api::PostParams};
@@ -25,16 +26,6 @@ pub fn init_logs() {
             .with_test_writer()
             .try_init();
     }
-}
-
-/// OLM's CRDs, installed once per test binary.
-pub async fn olm_crds_installed() {
-    static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    INSTALLED
-        .get_or_init(|| async {
-            olm_testkit::control_plane().install_crds(&crate::workspace_root().join("deploy/crds"));
-        })
-        .await;
 }
 
 /// What one test starts with: OLM's CRDs installed, a namespace of its

@@ -8,10 +8,9 @@
 
 pub mod harness;
 
-use std::{
-    path::{Path, PathBuf},
-    time::{Duration, Instant},
-};
+pub use olm_testkit::eventually;
+
+use std::path::{Path, PathBuf};
 
 /// The shared test data directory (`OLM_TESTDATA`, else `shared/testdata`
 /// beside the repository). `None`, after saying so, when it is missing outside
@@ -55,23 +54,4 @@ pub fn files_ending_with(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 pub fn read_yaml(path: &Path) -> Result<serde_json::Value, String> {
     let text = std::fs::read_to_string(path).map_err(|err| format!("{}: {err}", path.display()))?;
     serde_yaml_ng::from_str(&text).map_err(|err| format!("{}: {err}", path.display()))
-}
-
-/// Polls `check` until it returns `Some`, or panics with `what` and the last
-/// observation after `deadline`.
-pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let started = Instant::now();
-    loop {
-        match check().await {
-            Ok(value) => return value,
-            Err(last) if started.elapsed() >= deadline => {
-                panic!("{what}: not true after {deadline:?}; last seen: {last}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
 }

@@ -13,33 +13,25 @@
 
 use std::{
     collections::BTreeMap,
-    path::{Path, PathBuf},
+    path::Path,
     process::{Output, Stdio},
     time::Duration,
 };
 
 use k8s_openapi::{
     api::{
-        authentication::v1::{TokenRequest, TokenRequestSpec},
         core::v1::ServiceAccount,
         rbac::v1::{ClusterRole, ClusterRoleBinding},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
-use kube::{
-    Api, Client,
-    api::PostParams,
-    config::{KubeConfigOptions, Kubeconfig},
-};
+use kube::{Api, api::PostParams};
 use serde_json::json;
 
 /// The group of every CRD these tests make; no other test uses it.
 const GROUP: &str = "applycrds.test.olm-rs.dev";
 /// How long a new ClusterRole may take to be enforced.
 const RBAC_DEADLINE: Duration = Duration::from_secs(30);
-/// The least lifetime the API server grants a token.
-const TOKEN_SECONDS: i64 = 600;
-
 /// A test CRD file: a namespaced kind of [`GROUP`] whose versions each have
 /// a `spec` with `properties`.
 #[derive(Clone)]
@@ -403,46 +395,6 @@ async fn creates_keeps_replaces_and_refuses_to_strand_a_stored_version() {
     );
 }
 
-/// A kubeconfig for the ServiceAccount `account`: the test cluster's, with a
-/// token of that account in place of the admin's certificate.
-async fn kubeconfig_of(client: &Client, namespace: &str, account: &str, dir: &Path) -> PathBuf {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(TOKEN_SECONDS),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let token = accounts
-        .create_token_request(account, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
-    let admin = std::fs::read_to_string(olm_testkit::control_plane().kubeconfig_path()).unwrap();
-    let mut config: serde_yaml_ng::Value = serde_yaml_ng::from_str(&admin).unwrap();
-    for user in config["users"].as_sequence_mut().unwrap() {
-        user["user"] = serde_yaml_ng::to_value(json!({ "token": token })).unwrap();
-    }
-    let path = dir.join(format!("{account}.kubeconfig"));
-    std::fs::write(&path, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
-    path
-}
-
-/// A client acting as the account `kubeconfig` holds a token of.
-async fn client_of(kubeconfig: &Path) -> Client {
-    let config = kube::Config::from_custom_kubeconfig(
-        Kubeconfig::read_from(kubeconfig).unwrap(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
-    Client::try_from(config).unwrap()
-}
-
 #[tokio::test]
 async fn the_documented_permissions_suffice_and_a_refusal_names_the_crd_and_verb() {
     let plane = olm_testkit::control_plane();
@@ -497,8 +449,15 @@ async fn the_documented_permissions_suffice_and_a_refusal_names_the_crd_and_verb
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let job_kubeconfig = kubeconfig_of(&client, ns.name(), &job, dir.path()).await;
-    let as_job: Api<CustomResourceDefinition> = Api::all(client_of(&job_kubeconfig).await);
+    let job_kubeconfig = olm_testkit::control_plane()
+        .service_account_kubeconfig(ns.name(), &job, dir.path())
+        .await
+        .unwrap();
+    let as_job: Api<CustomResourceDefinition> = Api::all(
+        olm_testkit::ControlPlane::client_from(&job_kubeconfig)
+            .await
+            .unwrap(),
+    );
     let started = tokio::time::Instant::now();
     while as_job.get_opt(&gadgets.name()).await.is_err() {
         assert!(

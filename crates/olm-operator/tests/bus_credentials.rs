@@ -17,16 +17,11 @@ use std::{
 use k8s_openapi::{
     ByteString,
     api::{
-        authentication::v1::{TokenRequest, TokenRequestSpec},
         core::v1::{Secret, ServiceAccount},
         rbac::v1::{Role, RoleBinding},
     },
 };
-use kube::{
-    Api, Client,
-    api::PostParams,
-    config::{KubeConfigOptions, Kubeconfig},
-};
+use kube::{Api, Client, api::PostParams};
 use olm_bus::auth::{self, SERVICES};
 use serde_json::json;
 
@@ -36,9 +31,6 @@ const DEFAULT_PREFIX: &str = "olm-bus";
 const OWNER: &str = "sample-installer";
 /// How long a new Role may take to be enforced.
 const RBAC_DEADLINE: Duration = Duration::from_secs(30);
-/// The least lifetime the API server grants a token.
-const TOKEN_SECONDS: i64 = 600;
-
 /// Every service with a bus identity.
 fn services() -> Vec<&'static str> {
     SERVICES.iter().map(|p| p.service).collect()
@@ -312,40 +304,6 @@ async fn two_runs_at_once_end_with_one_set_of_credentials() {
     assert_eq!(stored.auth_conf(), stored.expected_auth_conf());
 }
 
-/// A kubeconfig for the ServiceAccount `account`: the test cluster's, with a
-/// token of that account in place of the admin's certificate.
-async fn kubeconfig_of(
-    client: &Client,
-    namespace: &str,
-    account: &str,
-    dir: &Path,
-) -> std::path::PathBuf {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(TOKEN_SECONDS),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let token = accounts
-        .create_token_request(account, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
-    let admin = std::fs::read_to_string(olm_testkit::control_plane().kubeconfig_path()).unwrap();
-    let mut config: serde_yaml_ng::Value = serde_yaml_ng::from_str(&admin).unwrap();
-    for user in config["users"].as_sequence_mut().unwrap() {
-        user["user"] = serde_yaml_ng::to_value(json!({ "token": token })).unwrap();
-    }
-    let path = dir.join(format!("{account}.kubeconfig"));
-    std::fs::write(&path, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
-    path
-}
-
 /// Gives `account` a Role with `rules` and waits until the API server
 /// enforces it (`probe` answers).
 async fn grant<F, Fut>(
@@ -386,17 +344,6 @@ async fn grant<F, Fut>(
     }
 }
 
-/// A client acting as the account `kubeconfig` holds a token of.
-async fn client_of(kubeconfig: &Path) -> Client {
-    let config = kube::Config::from_custom_kubeconfig(
-        Kubeconfig::read_from(kubeconfig).unwrap(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
-    Client::try_from(config).unwrap()
-}
-
 #[tokio::test]
 async fn the_documented_permissions_suffice_and_a_refusal_names_the_secret_and_verb() {
     let plane = olm_testkit::control_plane();
@@ -410,8 +357,13 @@ async fn the_documented_permissions_suffice_and_a_refusal_names_the_secret_and_v
     let job = "sample-credentials-job";
     create_service_account(&client, ns.name(), job).await;
     create_service_account(&client, ns.name(), OWNER).await;
-    let job_kubeconfig = kubeconfig_of(&client, ns.name(), job, dir.path()).await;
-    let as_job = client_of(&job_kubeconfig).await;
+    let job_kubeconfig = olm_testkit::control_plane()
+        .service_account_kubeconfig(ns.name(), job, dir.path())
+        .await
+        .unwrap();
+    let as_job = olm_testkit::ControlPlane::client_from(&job_kubeconfig)
+        .await
+        .unwrap();
     let namespace = ns.name().to_owned();
     grant(
         &client,
@@ -449,8 +401,13 @@ async fn the_documented_permissions_suffice_and_a_refusal_names_the_secret_and_v
     // and says what it could not do to which Secret.
     let reader = "sample-creator-only";
     create_service_account(&client, ns.name(), reader).await;
-    let reader_kubeconfig = kubeconfig_of(&client, ns.name(), reader, dir.path()).await;
-    let as_reader = client_of(&reader_kubeconfig).await;
+    let reader_kubeconfig = olm_testkit::control_plane()
+        .service_account_kubeconfig(ns.name(), reader, dir.path())
+        .await
+        .unwrap();
+    let as_reader = olm_testkit::ControlPlane::client_from(&reader_kubeconfig)
+        .await
+        .unwrap();
     grant(
         &client,
         ns.name(),

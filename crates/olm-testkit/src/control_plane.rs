@@ -52,6 +52,9 @@ pub const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(60);
 const SHARED_MEMORY_DIR: &str = "/dev/shm";
 /// The audit log's file name in the control plane's folder.
 const AUDIT_LOG: &str = "audit.log";
+/// How long the tokens of [`ControlPlane::service_account_kubeconfig`] are
+/// valid: longer than any test.
+pub const SERVICE_ACCOUNT_TOKEN_LIFETIME: Duration = Duration::from_secs(600);
 /// The fake node kwok manages.
 pub const KWOK_NODE_NAME: &str = "kwok-node-0";
 /// The annotation that hands a node to kwok.
@@ -345,6 +348,66 @@ impl ControlPlane {
             .unwrap_or_else(|err| panic!("test kubeconfig unusable: {}", error_chain(&err)));
         Client::try_from(config)
             .unwrap_or_else(|err| panic!("cannot build a kube client: {}", error_chain(&err)))
+    }
+
+    /// A kubeconfig that acts as the ServiceAccount `namespace/account`:
+    /// the admin's, with a token of that account (valid for
+    /// [`SERVICE_ACCOUNT_TOKEN_LIFETIME`]) in place of the admin's
+    /// credentials, written into `dir`. For tests that prove a set of RBAC
+    /// rules is enough, or that a missing one is reported.
+    pub async fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        account: &str,
+        dir: &Path,
+    ) -> Result<PathBuf, Error> {
+        use k8s_openapi::api::{
+            authentication::v1::{TokenRequest, TokenRequestSpec},
+            core::v1::ServiceAccount,
+        };
+        let accounts: kube::Api<ServiceAccount> =
+            kube::Api::namespaced(self.client().await, namespace);
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: Vec::new(),
+                expiration_seconds: Some(SERVICE_ACCOUNT_TOKEN_LIFETIME.as_secs() as i64),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let token = accounts
+            .create_token_request(account, &kube::api::PostParams::default(), &request)
+            .await?
+            .status
+            .map(|status| status.token)
+            .unwrap_or_default();
+        let mut kubeconfig = Kubeconfig::read_from(&self.kubeconfig)?;
+        for user in &mut kubeconfig.auth_infos {
+            user.auth_info = Some(kube::config::AuthInfo {
+                token: Some(token.clone().into()),
+                ..kube::config::AuthInfo::default()
+            });
+        }
+        let path = dir.join(format!("{namespace}-{account}.kubeconfig"));
+        let text = serde_yaml_ng::to_string(&kubeconfig).map_err(|source| {
+            Error::io(
+                &path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, source.to_string()),
+            )
+        })?;
+        std::fs::write(&path, text).map_err(|source| Error::io(&path, source))?;
+        Ok(path)
+    }
+
+    /// A client from the kubeconfig at `path` (one of
+    /// [`ControlPlane::service_account_kubeconfig`], say).
+    pub async fn client_from(path: &Path) -> Result<Client, Error> {
+        let config = Config::from_custom_kubeconfig(
+            Kubeconfig::read_from(path)?,
+            &KubeConfigOptions::default(),
+        )
+        .await?;
+        Ok(Client::try_from(config)?)
     }
 
     /// The admin client configuration.

@@ -22,10 +22,13 @@ mod pki;
 mod process;
 pub mod registry;
 mod testdata;
+pub mod wait;
 
 pub use control_plane::{
     AUDIT_ENV, CRD_ESTABLISHED_TIMEOUT, ControlPlane, ControlPlaneOptions, ControlPlaneTimings,
-    FAKE_NODE_TAINT, KWOK_NODE_NAME, TestNamespace, control_plane, set_control_plane,
+    FAKE_NODE_TAINT, KWOK_NODE_NAME, SERVICE_ACCOUNT_TOKEN_LIFETIME, TestNamespace, control_plane,
+    set_control_plane,
 };
 pub use error::Error;
 pub use testdata::testdata;
+pub use wait::{eventually, olm_crds_installed};

@@ -12,7 +12,7 @@ mod binary;
 mod fixtures;
 mod unpacking;
 
-use std::{future::Future, path::PathBuf, time::Duration};
+use std::time::Duration;
 
 use bundle_unpacker::{
     controller::{self, UnpackerConfig},
@@ -20,12 +20,8 @@ use bundle_unpacker::{
 };
 use olm_bus::Bus;
 use olm_runtime::admin::Readiness;
-use tokio::sync::OnceCell;
+pub(crate) use olm_testkit::{eventually, olm_crds_installed};
 use tokio_util::sync::CancellationToken;
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Installs a log subscriber that the test harness captures, once.
 pub(crate) fn init_logs() {
@@ -36,35 +32,6 @@ pub(crate) fn init_logs() {
                 .unwrap_or_else(|_| "bundle_unpacker=debug".into()),
         )
         .try_init();
-}
-
-/// Applies OLM's CRDs once per test binary.
-pub(crate) async fn olm_crds_installed() {
-    static INSTALLED: OnceCell<()> = OnceCell::const_new();
-    INSTALLED
-        .get_or_init(|| async {
-            olm_testkit::control_plane().install_crds(&workspace_root().join("deploy/crds"));
-        })
-        .await;
-}
-
-/// Polls `check` until it returns `Ok`, failing with the last error after
-/// `deadline`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let started = tokio::time::Instant::now();
-    let mut last = String::from("not checked yet");
-    while started.elapsed() < deadline {
-        match check().await {
-            Ok(value) => return value,
-            Err(error) => last = error,
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within {deadline:?}; last: {last}");
 }
 
 /// One replica of the service running in this test; stopped on drop.

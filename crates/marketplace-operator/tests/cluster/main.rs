@@ -9,7 +9,7 @@
 
 mod marketplace;
 
-use std::{future::Future, path::PathBuf, time::Duration};
+use std::time::Duration;
 
 use kube::{Api, Client, api::DeleteParams};
 use marketplace_operator::{
@@ -19,15 +19,11 @@ use marketplace_operator::{
 };
 use olm_api::operator_hub::OperatorHub;
 use olm_runtime::admin::Readiness;
-use tokio::sync::OnceCell;
+pub(crate) use olm_testkit::{eventually, olm_crds_installed as crds_installed};
 use tokio_util::sync::CancellationToken;
 
 /// How long a test waits for the controller to converge.
 pub(crate) const WAIT: Duration = Duration::from_secs(30);
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Installs a log subscriber that the test harness captures, once.
 pub(crate) fn init_logs() {
@@ -38,35 +34,6 @@ pub(crate) fn init_logs() {
                 .unwrap_or_else(|_| "marketplace_operator=debug".into()),
         )
         .try_init();
-}
-
-/// Applies the CRDs once per test binary.
-pub(crate) async fn crds_installed() {
-    static INSTALLED: OnceCell<()> = OnceCell::const_new();
-    INSTALLED
-        .get_or_init(|| async {
-            olm_testkit::control_plane().install_crds(&workspace_root().join("deploy/crds"));
-        })
-        .await;
-}
-
-/// Polls `check` until it returns `Ok`, failing with the last error after
-/// `deadline`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let started = tokio::time::Instant::now();
-    let mut last = String::from("not checked yet");
-    while started.elapsed() < deadline {
-        match check().await {
-            Ok(value) => return value,
-            Err(error) => last = error,
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within {deadline:?}; last: {last}");
 }
 
 /// A source named `name` of a fixture image.

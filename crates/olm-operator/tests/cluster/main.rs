@@ -16,19 +16,15 @@ mod scoped;
 mod serving;
 mod upgrade;
 
-use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use olm_operator::{
     controller::{self, ControllerConfig},
     metrics::OperatorMetrics,
 };
 use olm_runtime::{admin::Readiness, metrics::MetricsRegistry};
-use tokio::sync::OnceCell;
+pub(crate) use olm_testkit::{eventually, olm_crds_installed};
 use tokio_util::sync::CancellationToken;
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Installs a log subscriber that the test harness captures, once.
 pub(crate) fn init_logs() {
@@ -39,36 +35,6 @@ pub(crate) fn init_logs() {
                 .unwrap_or_else(|_| "olm_operator=debug".into()),
         )
         .try_init();
-}
-
-/// Applies OLM's CRDs from `deploy/crds` once per test binary and waits
-/// until they are Established.
-pub(crate) async fn olm_crds_installed() {
-    static INSTALLED: OnceCell<()> = OnceCell::const_new();
-    INSTALLED
-        .get_or_init(|| async {
-            olm_testkit::control_plane().install_crds(&workspace_root().join("deploy/crds"));
-        })
-        .await;
-}
-
-/// Polls `check` until it returns `Ok`, failing the test with the last
-/// error after `deadline`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let started = tokio::time::Instant::now();
-    let mut last = String::from("not checked yet");
-    while started.elapsed() < deadline {
-        match check().await {
-            Ok(value) => return value,
-            Err(error) => last = error,
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within {deadline:?}; last: {last}");
 }
 
 /// The controllers of olm-operator running in this test, watching one

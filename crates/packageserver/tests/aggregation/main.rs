@@ -15,23 +15,4 @@ mod service_lookup;
 mod soak;
 mod watch;
 
-use std::{future::Future, time::Duration};
-
-/// Polls `check` until it returns `Ok`, failing the test with the last
-/// error after `deadline`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let started = tokio::time::Instant::now();
-    let mut last = String::from("not checked yet");
-    while started.elapsed() < deadline {
-        match check().await {
-            Ok(value) => return value,
-            Err(error) => last = error,
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within {deadline:?}; last: {last}");
-}
+pub(crate) use olm_testkit::eventually;
