@@ -501,10 +501,10 @@ pub struct ServiceOptions {
     pub nats_nkeys: Option<std::path::PathBuf>,
     /// catalog-operator's `--install-plan-retry-timeout` (1 minute when unset).
     pub install_plan_retry_timeout: Option<Duration>,
-    /// Dial registry Services at their ClusterIP, read from the API
-    /// (`--service-lookup cluster-ip`): for registry pods on a real node,
-    /// reached through kube-proxy from this host, which has no cluster DNS.
-    pub service_lookup_cluster_ip: bool,
+    /// How catalog-operator dials registry Services: `ClusterIp` for
+    /// registry pods on a real node, reached through kube-proxy from this
+    /// host, which has no cluster DNS.
+    pub service_lookup: olm_runtime::service_address::ServiceLookup,
 }
 
 /// Services running in-process; [`Services::stop`] ends them.
@@ -563,11 +563,7 @@ pub async fn start_services_with(
                         .install_plan_retry_timeout,
                 ),
             insecure_registries: vec![registry_host.clone()],
-            service_lookup: if options.service_lookup_cluster_ip {
-                olm_runtime::service_address::ServiceLookup::ClusterIp
-            } else {
-                olm_runtime::service_address::ServiceLookup::Dns
-            },
+            service_lookup: options.service_lookup,
             ..Default::default()
         };
         let bus = connect_bus(

@@ -1323,7 +1323,7 @@ mod on_a_real_node {
             namespace,
             registry,
             ServiceOptions {
-                service_lookup_cluster_ip: true,
+                service_lookup: olm_runtime::service_address::ServiceLookup::ClusterIp,
                 ..ServiceOptions::default()
             },
         )

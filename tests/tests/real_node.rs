@@ -170,7 +170,7 @@ async fn the_example_operator_installs_from_an_image_catalog_and_upgrades_when_i
         namespace,
         &host,
         ServiceOptions {
-            service_lookup_cluster_ip: true,
+            service_lookup: olm_runtime::service_address::ServiceLookup::ClusterIp,
             ..ServiceOptions::default()
         },
     )
