@@ -16,6 +16,9 @@
 //! cluster, calls `decide`, and does what it returns. This crate must not be
 //! a dependency of any library crate, and needs no other OLM service: it
 //! only writes CatalogSource objects, which catalog-operator then serves.
+//! Where the cluster serves `clusteroperators.config.openshift.io`
+//! (OpenShift), it also reports marketplace and the OLM Deployments of the
+//! OLM namespace in ClusterOperator status.
 
 pub mod controller;
 pub mod decide;

@@ -40,6 +40,16 @@ struct Cli {
     )]
     namespace: Option<String>,
 
+    /// The namespace of the OLM Deployments (`app.kubernetes.io/part-of=olm`)
+    /// reported in ClusterOperators where the cluster serves them (default:
+    /// the marketplace namespace).
+    #[arg(
+        long = "olm-namespace",
+        env = "MARKETPLACE_OLM_NAMESPACE",
+        value_name = "NAMESPACE"
+    )]
+    olm_namespace: Option<String>,
+
     /// A YAML or JSON list of default sources (`name`, `image`,
     /// `displayName`, `publisher`, `priority`, `pollInterval`,
     /// `grpcPodConfig`). A missing file means no default sources.
@@ -109,6 +119,9 @@ impl Cli {
     fn config(&self, pod_namespace: Option<String>) -> anyhow::Result<MarketplaceConfig> {
         let mut config =
             MarketplaceConfig::new(self.namespace(pod_namespace)?, self.default_sources()?);
+        if let Some(olm_namespace) = &self.olm_namespace {
+            config.olm_namespace.clone_from(olm_namespace);
+        }
         config.adopt_unmanaged = self.adopt_unmanaged_defaults;
         config.resync = if self.resync.is_zero() {
             DEFAULT_RESYNC
@@ -212,10 +225,13 @@ mod tests {
             "--adopt-unmanaged-defaults=false",
             "--resync",
             "30s",
+            "--olm-namespace",
+            "fixture-olm",
         ])
         .unwrap();
         let config = cli.config(Some("pod-namespace".to_owned())).unwrap();
         assert_eq!(config.namespace, "fixture-marketplace");
+        assert_eq!(config.olm_namespace, "fixture-olm");
         assert_eq!(config.default_sources[0].name, "fixture-hub");
         assert!(!config.adopt_unmanaged);
         assert_eq!(config.resync, Duration::from_secs(30));
@@ -233,6 +249,7 @@ mod tests {
         .unwrap();
         let config = cli.config(Some("pod-namespace".to_owned())).unwrap();
         assert_eq!(config.namespace, "pod-namespace");
+        assert_eq!(config.olm_namespace, "pod-namespace");
         assert!(config.default_sources.is_empty());
         assert!(config.adopt_unmanaged, "upstream adopts by default");
     }

@@ -7,7 +7,11 @@
 //! of any CatalogSource in the namespace) wakes one level-triggered
 //! reconcile of everything; a resync and a capped backoff after failures
 //! bring it back without a change.
+//!
+//! Alongside it, where the cluster serves ClusterOperators (OpenShift),
+//! the `cluster_operator` module reports marketplace and the OLM components there.
 
+mod cluster_operator;
 mod write;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
@@ -36,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     decide::{
+        cluster_operator::ReconcileHealth,
         plan::{Action, Inputs, ObservedCatalog, plan, status_sources},
         sources::DefaultSource,
     },
@@ -59,6 +64,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5 * 60);
 pub struct MarketplaceConfig {
     /// The namespace the default CatalogSources live in.
     pub namespace: String,
+    /// The namespace of the OLM Deployments reported in ClusterOperators.
+    pub olm_namespace: String,
     /// The OperatorHub read (and created when absent): `cluster` but in tests.
     pub operator_hub_name: String,
     /// The default sources.
@@ -73,9 +80,12 @@ pub struct MarketplaceConfig {
 impl MarketplaceConfig {
     /// The defaults: the OperatorHub `cluster`, adoption as upstream, and
     /// [`DEFAULT_RESYNC`].
+    /// The OLM namespace is the marketplace namespace.
     pub fn new(namespace: impl Into<String>, default_sources: Vec<DefaultSource>) -> Self {
+        let namespace = namespace.into();
         Self {
-            namespace: namespace.into(),
+            olm_namespace: namespace.clone(),
+            namespace,
             operator_hub_name: OPERATOR_HUB_NAME.to_owned(),
             default_sources,
             adopt_unmanaged: true,
@@ -118,6 +128,24 @@ pub enum Error {
         #[source]
         source: olm_runtime::Error,
     },
+    /// Discovery of the ClusterOperator API failed.
+    #[error("cannot discover the ClusterOperator API")]
+    DiscoverClusterOperators {
+        /// The API server's answer.
+        #[source]
+        source: kube::Error,
+    },
+    /// A ClusterOperator read or write failed.
+    #[error("cannot {verb} ClusterOperator {name}")]
+    WriteClusterOperator {
+        /// `get`, `create` or `apply status of`.
+        verb: &'static str,
+        /// Its name.
+        name: String,
+        /// The API server's answer.
+        #[source]
+        source: kube::Error,
+    },
     /// A watch stopped before its first list.
     #[error("the {kind} cache stopped before it filled")]
     CacheStopped {
@@ -130,9 +158,10 @@ impl Error {
     /// A stable name for metrics and event reasons.
     pub fn category(&self) -> &'static str {
         match self {
-            Self::CreateHub { source, .. } | Self::WriteCatalog { source, .. } => {
-                kube_error_category(source)
-            }
+            Self::CreateHub { source, .. }
+            | Self::WriteCatalog { source, .. }
+            | Self::DiscoverClusterOperators { source }
+            | Self::WriteClusterOperator { source, .. } => kube_error_category(source),
             Self::WriteStatus { source, .. } => source.category(),
             Self::CacheStopped { .. } => "cache_stopped",
         }
@@ -140,7 +169,9 @@ impl Error {
 }
 
 /// Runs the controller until `shutdown`; it reconciles only while `leading`
-/// holds `true`, and sets `readiness` gates once its caches are warm.
+/// holds `true`, and sets `readiness` gates once its caches are warm. Where
+/// the cluster serves ClusterOperators it reports them too, on the same
+/// terms.
 pub async fn run(
     client: Client,
     config: MarketplaceConfig,
@@ -149,6 +180,15 @@ pub async fn run(
     mut leading: watch::Receiver<bool>,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
+    let (health, health_rx) = watch::channel(ReconcileHealth::default());
+    let cluster_operators = tokio::spawn(cluster_operator::run(
+        client.clone(),
+        config.olm_namespace.clone(),
+        health_rx,
+        readiness.clone(),
+        leading.clone(),
+        shutdown.clone(),
+    ));
     let changed = Arc::new(Notify::new());
     let hubs: Api<OperatorHub> = Api::all(client.clone());
     let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &config.namespace);
@@ -176,6 +216,7 @@ pub async fn run(
         ),
         metrics,
         config,
+        health,
     };
     let watches = tokio::spawn(futures::future::join(hub_cache.task, catalog_cache.task));
     let result = tokio::select! {
@@ -189,6 +230,12 @@ pub async fn run(
         },
     };
     watches.abort();
+    if shutdown.is_cancelled() {
+        // It stops on the same signal; let it finish its write.
+        let _ = cluster_operators.await;
+    } else {
+        cluster_operators.abort();
+    }
     result
 }
 
@@ -200,6 +247,8 @@ struct Reconciler {
     recorder: EventRecorder,
     metrics: MarketplaceMetrics,
     config: MarketplaceConfig,
+    /// The health of this reconcile, for the ClusterOperator status.
+    health: watch::Sender<ReconcileHealth>,
 }
 
 /// How one reconcile ended, when it did not fail outright.
@@ -236,6 +285,7 @@ impl Reconciler {
             let delay = if *leading.borrow_and_update() {
                 let timer = self.metrics.reconcile.start();
                 let result = self.reconcile().await;
+                self.record_health(result.as_ref().err());
                 let retry = match result {
                     Ok(outcome) => outcome.retry,
                     Err(error) => {
@@ -264,6 +314,23 @@ impl Reconciler {
                 () = shutdown.cancelled() => break,
             }
         }
+    }
+
+    /// Counts failed reconciles in a row for the ClusterOperator status,
+    /// waking its writer only when something changed.
+    fn record_health(&self, error: Option<&Error>) {
+        self.health.send_if_modified(|health| {
+            let next = match error {
+                None => ReconcileHealth::default(),
+                Some(error) => ReconcileHealth {
+                    failures_in_a_row: health.failures_in_a_row.saturating_add(1),
+                    last_error: Some(error_chain(error)),
+                },
+            };
+            let modified = *health != next;
+            *health = next;
+            modified
+        });
     }
 
     #[tracing::instrument(skip(self), fields(operatorhub = %self.config.operator_hub_name))]

@@ -7,6 +7,7 @@
 // Helpers of a test binary: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+mod cluster_operator;
 mod marketplace;
 
 use std::time::Duration;
@@ -98,6 +99,11 @@ impl RunningMarketplace {
             shutdown,
             task: Some(task),
         }
+    }
+
+    /// Whether the service is still running (it has not failed or stopped).
+    pub(crate) fn is_running(&self) -> bool {
+        self.task.as_ref().is_some_and(|task| !task.is_finished())
     }
 
     pub(crate) async fn stop(mut self) {
