@@ -23,13 +23,13 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
 use olm_testkit::{
-    ControlPlane, ControlPlaneOptions,
+    ControlPlane, ControlPlaneOptions, Supervised,
     node::{Mirror, NODE_IP, NODE_NAME, NODE_TAINT, NodeOptions, RealNode},
     registry::Registry,
 };
@@ -127,19 +127,11 @@ impl Stages {
     }
 }
 
-/// A service running as a host process; killed when dropped.
+/// A service running as a host process under testkit's guardian: it stops
+/// when dropped, and when `cargo xtask dev` dies however it dies.
 struct HostService {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
+    process: Supervised,
     admin: String,
-}
-
-impl Drop for HostService {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 pub(crate) fn run(args: &DevArgs) -> Result<()> {
@@ -386,7 +378,13 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
             "Services: {} (stop one with kill, then `cargo xtask run <service>`)",
             running
                 .iter()
-                .map(|s| format!("{} pid {} admin {}", s.name, s.child.id(), s.admin))
+                .map(|s| {
+                    let pid = s
+                        .process
+                        .pid()
+                        .map_or_else(|| "?".to_owned(), |p| p.to_string());
+                    format!("{} pid {pid} admin {}", s.process.name(), s.admin)
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -534,40 +532,36 @@ fn start_service(
     index: usize,
 ) -> Result<HostService> {
     let log = dir.join("logs").join(format!("{name}.log"));
-    let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    let err = out.try_clone()?;
     let admin = format!("127.0.0.1:{}", 18080 + index);
-    let child = Command::new(bin.join(name))
-        .args(extra)
-        .env("KUBECONFIG", plane.kubeconfig_path())
-        .env("OLM_ADMIN_BIND_ADDRESS", &admin)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .with_context(|| format!("starting {name}"))?;
-    Ok(HostService {
+    let kubeconfig = plane.kubeconfig_path().display().to_string();
+    let process = Supervised::spawn(
         name,
-        child,
-        log,
-        admin,
-    })
+        &bin.join(name),
+        extra,
+        &log,
+        &[
+            ("KUBECONFIG", kubeconfig.as_str()),
+            ("OLM_ADMIN_BIND_ADDRESS", admin.as_str()),
+        ],
+    )
+    .with_context(|| format!("starting {name}"))?;
+    Ok(HostService { process, admin })
 }
 
 fn wait_ready(service: &mut HostService) -> Result<()> {
     let started = Instant::now();
     loop {
-        if let Some(status) = service.child.try_wait()? {
+        if let Some(status) = service.process.exited() {
             bail!(
                 "{} exited ({status}); its log: {}",
-                service.name,
-                service.log.display()
+                service.process.name(),
+                service.process.log().display()
             );
         }
         if http_ok(&service.admin, "/readyz") {
             println!(
                 "    {} ready in {:.1} s (admin {})",
-                service.name,
+                service.process.name(),
                 started.elapsed().as_secs_f64(),
                 service.admin
             );
@@ -576,9 +570,9 @@ fn wait_ready(service: &mut HostService) -> Result<()> {
         if started.elapsed() > STAGE_TIMEOUT {
             bail!(
                 "{} not ready after {} s; its log: {}",
-                service.name,
+                service.process.name(),
                 STAGE_TIMEOUT.as_secs(),
-                service.log.display()
+                service.process.log().display()
             );
         }
         std::thread::sleep(Duration::from_millis(200));

@@ -30,5 +30,6 @@ pub use control_plane::{
     set_control_plane,
 };
 pub use error::Error;
+pub use process::Supervised;
 pub use testdata::testdata;
 pub use wait::{eventually, olm_crds_installed};

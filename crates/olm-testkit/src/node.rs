@@ -65,6 +65,9 @@ const CNI_NETWORK: &str = "olm-node";
 /// changed on the host. `$1` is the node's folder, `$2` kube-proxy. The lock
 /// is held until the host is clean, so the next node never races a teardown.
 const JANITOR: &str = r#"
+# Ctrl-C in a terminal signals the whole process group, this shell too:
+# the teardown must still run.
+trap '' INT TERM HUP
 dir=$1
 echo locked
 read -r said

@@ -34,9 +34,11 @@ exit "$status"
 /// How long a stopping server may take before it is killed hard.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// A server process under a guardian.
+/// A server process under a guardian: it stops when this value is dropped,
+/// and also when the process that started it dies, however it dies
+/// (`cargo xtask dev` runs OLM's services on the host this way).
 #[derive(Debug)]
-pub(crate) struct Supervised {
+pub struct Supervised {
     name: String,
     guardian: Child,
     lifeline: Option<ChildStdin>,
@@ -46,7 +48,7 @@ pub(crate) struct Supervised {
 
 impl Supervised {
     /// Starts `program args...` with stdout and stderr appended to `log`.
-    pub(crate) fn spawn(
+    pub fn spawn(
         name: &str,
         program: &Path,
         args: &[String],
@@ -89,18 +91,25 @@ impl Supervised {
     }
 
     /// The component's name, for messages.
-    pub(crate) fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The server's log file.
-    pub(crate) fn log(&self) -> &Path {
+    pub fn log(&self) -> &Path {
         &self.log
     }
 
     /// Whether the server has exited, and how.
-    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
+    pub fn exited(&mut self) -> Option<ExitStatus> {
         self.guardian.try_wait().ok().flatten()
+    }
+
+    /// The server's process id, once its guardian has started it.
+    pub fn pid(&self) -> Option<u32> {
+        std::fs::read_to_string(&self.pidfile)
+            .ok()
+            .and_then(|pid| pid.trim().parse().ok())
     }
 
     /// An error for a server that exited while it was awaited.
@@ -113,7 +122,7 @@ impl Supervised {
     }
 
     /// Stops the server (SIGTERM, then SIGKILL after a grace period) and waits.
-    pub(crate) fn stop(&mut self) {
+    pub fn stop(&mut self) {
         drop(self.lifeline.take());
         let deadline = Instant::now() + STOP_GRACE;
         while Instant::now() < deadline {
