@@ -55,3 +55,19 @@ pub fn read_yaml(path: &Path) -> Result<serde_json::Value, String> {
     let text = std::fs::read_to_string(path).map_err(|err| format!("{}: {err}", path.display()))?;
     serde_yaml_ng::from_str(&text).map_err(|err| format!("{}: {err}", path.display()))
 }
+
+/// A binary of this workspace that `cargo xtask test` (`cargo test
+/// --workspace`) built before the tests run, in the debug profile of the
+/// target directory. A test cannot build it itself: the test run holds
+/// cargo's lock.
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    let path = target.join("debug").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo xtask test`, or `cargo build -p {name}` first",
+        path.display()
+    );
+    path
+}

@@ -582,6 +582,7 @@ mod on_a_real_node {
             ServiceOptions, create_operator_group, create_subscription, create_subscription_with,
             describe, init_logs, start_services_with, wait_installed,
         },
+        workspace_binary,
     };
     use olm_images::example;
     use olm_testkit::{
@@ -592,18 +593,6 @@ mod on_a_real_node {
 
     /// How long a step on the real node may take.
     const NODE_WAIT: Duration = Duration::from_secs(240);
-
-    fn workspace_binary(name: &str) -> PathBuf {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| workspace_root().join("target"), PathBuf::from);
-        let path = target.join("debug").join(name);
-        assert!(
-            path.exists(),
-            "{} is missing: run the tests with `cargo xtask test`",
-            path.display()
-        );
-        path
-    }
 
     fn kubectl(args: &[&str], stdin: Option<&str>) -> Result<String, String> {
         let mut command = olm_testkit::control_plane().kubectl();

@@ -16,7 +16,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::{
-    path::PathBuf,
     sync::OnceLock,
     time::{Duration, Instant},
 };
@@ -33,6 +32,7 @@ use olm_e2e::{
         ServiceOptions, create_operator_group, create_subscription, describe, init_logs,
         olm_crds_installed, start_services_with, wait_installed,
     },
+    workspace_binary,
 };
 use olm_images::example;
 use olm_testkit::{
@@ -55,20 +55,6 @@ struct Node {
 }
 
 static NODE: OnceLock<Option<Node>> = OnceLock::new();
-
-/// A binary of this workspace, built by `cargo xtask test` before the tests
-/// run (a test cannot run cargo: the test run holds its lock).
-fn workspace_binary(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| olm_e2e::workspace_root().join("target"), PathBuf::from);
-    let path = target.join("debug").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo xtask test`, or `cargo build -p opm -p example-operator` first",
-        path.display()
-    );
-    path
-}
 
 /// The shared node, or `None` (after saying why) when this machine cannot
 /// run one outside CI.

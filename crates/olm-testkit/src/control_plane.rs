@@ -399,6 +399,40 @@ impl ControlPlane {
         Ok(path)
     }
 
+    /// Creates the Service `namespace/name` with one TCP `port` and no
+    /// selector, and returns the ClusterIP the API server gave it: a
+    /// registry Service as `--service-lookup cluster-ip` finds it.
+    pub async fn create_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: i32,
+    ) -> Result<String, Error> {
+        use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+        let services: kube::Api<Service> = kube::Api::namespaced(self.client().await, namespace);
+        let service = Service {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_owned()),
+                ..kube::api::ObjectMeta::default()
+            },
+            spec: Some(ServiceSpec {
+                ports: Some(vec![ServicePort {
+                    port,
+                    ..ServicePort::default()
+                }]),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        };
+        let created = services
+            .create(&kube::api::PostParams::default(), &service)
+            .await?;
+        Ok(created
+            .spec
+            .and_then(|spec| spec.cluster_ip)
+            .unwrap_or_default())
+    }
+
     /// A client from the kubeconfig at `path` (one of
     /// [`ControlPlane::service_account_kubeconfig`], say).
     pub async fn client_from(path: &Path) -> Result<Client, Error> {

@@ -10,11 +10,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-use kube::{
-    Api,
-    api::{ObjectMeta, PostParams},
-};
+use kube::{Api, api::PostParams};
 use olm_api::catalog_source::{CatalogSource, ConnectivityState};
 use olm_runtime::service_address::{AddressResolver, ServiceLookup};
 
@@ -35,28 +31,10 @@ async fn a_registry_service_is_dialled_at_its_cluster_ip() {
     let plane = olm_testkit::control_plane();
     let ns = plane.namespace("lookup-connections").await;
     let client = plane.client().await;
-    let services: Api<Service> = Api::namespaced(client.clone(), ns.name());
-    let service = services
-        .create(
-            &PostParams::default(),
-            &Service {
-                metadata: ObjectMeta {
-                    name: Some("sample-registry".to_owned()),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(ServiceSpec {
-                    ports: Some(vec![ServicePort {
-                        port: 50051,
-                        ..ServicePort::default()
-                    }]),
-                    ..ServiceSpec::default()
-                }),
-                ..Service::default()
-            },
-        )
+    let cluster_ip = plane
+        .create_service(ns.name(), "sample-registry", 50051)
         .await
         .unwrap();
-    let cluster_ip = service.spec.unwrap().cluster_ip.unwrap();
     let address = format!("sample-registry.{}.svc:50051", ns.name());
 
     let by_cluster_ip =
