@@ -476,7 +476,8 @@ pub(crate) struct ServingInputs<'a> {
 pub(crate) struct ServingInstall {
     /// Certificates to mount into the Deployments.
     pub(crate) injections: Vec<ServingCertInjection>,
-    /// Set when certificates were issued or renewed.
+    /// Set when certificates were issued or renewed, or are not yet recorded
+    /// on the CSV.
     pub(crate) certificates: Option<IssuedCertificates>,
 }
 
@@ -571,7 +572,15 @@ pub(crate) async fn install(
         .await?;
     }
     remove_undeclared_webhooks(inputs.olm_client, csv).await?;
-    if issued {
+    // A retried install finds the certificates it issued last time still
+    // valid; if that attempt's status write was lost, record them now so
+    // `certsLastUpdated`/`certsRotateAt` are never missing on a CSV whose
+    // serving certificates exist.
+    let unrecorded = csv
+        .status
+        .as_ref()
+        .is_none_or(|status| status.certs_last_updated.is_none());
+    if issued || unrecorded {
         let issued_at = Timestamp::now();
         let rotate_at = next
             .and_then(|n| Timestamp::from_second(n).ok())
