@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 use marketplace_operator::decide::{
     plan::{
-        Action, Inputs, NOT_A_DEFAULT_MESSAGE, ObservedCatalog, STATUS_ERROR, STATUS_SUCCESS,
-        effective_config, minimal_status_sources, plan, status_sources,
+        Action, Inputs, NOT_A_DEFAULT_MESSAGE, ObservedCatalog, PROMOTION_GUARD_VALUE,
+        STATUS_ERROR, STATUS_SUCCESS, effective_config, minimal_status_sources, plan,
+        status_sources,
     },
     sources::{DefaultSource, MANAGED_BY_ANNOTATION, MANAGED_BY_VALUE},
 };
@@ -43,10 +44,16 @@ fn hub(disable_all: Option<bool>, sources: &[(&str, Option<bool>)]) -> OperatorH
 fn managed_catalog_of(source: &DefaultSource) -> ObservedCatalog {
     ObservedCatalog {
         name: source.name.clone(),
-        annotations: [(
-            MANAGED_BY_ANNOTATION.to_owned(),
-            MANAGED_BY_VALUE.to_owned(),
-        )]
+        annotations: [
+            (
+                MANAGED_BY_ANNOTATION.to_owned(),
+                MANAGED_BY_VALUE.to_owned(),
+            ),
+            (
+                olm_api::labels::PROMOTION_GUARD.to_owned(),
+                PROMOTION_GUARD_VALUE.to_owned(),
+            ),
+        ]
         .into(),
         spec: source.desired_spec(),
         deleting: false,
@@ -144,6 +151,12 @@ fn the_writes_follow_the_observed_state() {
         .annotations
         .insert(MANAGED_BY_ANNOTATION.to_owned(), "someone-else".to_owned());
 
+    let mut unguarded = managed_catalog_of(&alpha);
+    unguarded.annotations.insert(
+        olm_api::labels::PROMOTION_GUARD.to_owned(),
+        "false".to_owned(),
+    );
+
     let enabled = hub(None, &[]);
     let disabled = hub(Some(true), &[]);
     let cases: Vec<Case<'_>> = vec![
@@ -169,6 +182,13 @@ fn the_writes_follow_the_observed_state() {
             vec!["update alpha"],
         ),
         ("only case differs", &enabled, vec![case_only], true, vec![]),
+        (
+            "promotion guard switched off",
+            &enabled,
+            vec![unguarded],
+            true,
+            vec!["update alpha"],
+        ),
         (
             "being deleted",
             &enabled,
@@ -333,6 +353,10 @@ fn apply(observed: &[ObservedCatalog], actions: &[Action]) -> Vec<ObservedCatalo
                 entry.annotations.insert(
                     MANAGED_BY_ANNOTATION.to_owned(),
                     MANAGED_BY_VALUE.to_owned(),
+                );
+                entry.annotations.insert(
+                    olm_api::labels::PROMOTION_GUARD.to_owned(),
+                    PROMOTION_GUARD_VALUE.to_owned(),
                 );
             }
             Action::Delete { name } => {

@@ -277,6 +277,9 @@ open_string! {
         TEMPLATES_HAVE_RESOLVED = "TemplatesHaveResolved",
         /// Whether the resolved template is a valid image reference.
         RESOLVED_IMAGE = "ResolvedImage",
+        /// Ours: whether the promotion guard holds new content back (the
+        /// catalog keeps serving its previous content while `True`).
+        PROMOTION_BLOCKED = "PromotionBlocked",
     }
 }
 
@@ -287,6 +290,13 @@ open_string! {
         ALL_TEMPLATES_RESOLVED = "AllTemplatesResolved",
         /// The image template could not be resolved.
         UNABLE_TO_RESOLVE = "UnableToResolve",
+        /// Ours: new content names bundle images outside the
+        /// allowed-registries policy.
+        BUNDLE_REGISTRY_NOT_ALLOWED = "BundleRegistryNotAllowed",
+        /// Ours: the registry of new content never became healthy.
+        NEW_CONTENT_UNHEALTHY = "NewContentUnhealthy",
+        /// Ours: the guard let the catalog's latest content through.
+        CONTENT_PROMOTED = "ContentPromoted",
     }
 }
 

@@ -194,6 +194,13 @@ pub const CATALOG_SOURCE: &str = "olm.catalogSource";
 /// update pod polls for. Written by catalog-operator on registry update pods.
 pub const CATALOG_SOURCE_UPDATE: &str = "catalogsource.operators.coreos.com/update";
 
+/// Annotation `olm.promotionGuard` (ours). `"true"` on a CatalogSource puts
+/// its content switches behind catalog-operator's promotion guard: new
+/// content serves only once its registry answers and every bundle image it
+/// names is inside the allowed-registries policy. Set by users, and by
+/// marketplace-operator on the default catalogs.
+pub const PROMOTION_GUARD: &str = "olm.promotionGuard";
+
 /// Annotation `olm.catalogImageTemplate`. Set by users on a CatalogSource with
 /// `{kube_major_version}`, `{kube_minor_version}`, `{kube_patch_version}`
 /// placeholders; catalog-operator resolves it into `spec.image`.

@@ -27,7 +27,7 @@ use olm_api::{
 use olm_bus::events::CatalogUpdated;
 use olm_runtime::apply;
 
-use super::{Context, FIELD_MANAGER, NOT_READY_RECHECK};
+use super::{Context, FIELD_MANAGER, NOT_READY_RECHECK, promotion};
 
 /// How long after a registry pod was replaced its content is not trusted to
 /// come from the new pod: the old one's 1 s grace period and kube-proxy's
@@ -36,6 +36,7 @@ pub(crate) const REGISTRY_REPLACED_SETTLE: Duration = Duration::from_secs(3);
 use crate::decide::{
     catalog_source::{self as decide, RegistryObjects, Serving},
     image_template::{self, TemplateOutcome},
+    promotion as guard,
 };
 
 /// Why a CatalogSource reconcile failed; it is retried with backoff.
@@ -186,6 +187,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
     status.reason = None;
     status.message = None;
 
+    let mut updating = false;
     match &serving {
         Serving::Address { .. } => {
             let created_at = status
@@ -218,7 +220,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
                             last_update_time: Some(Time(now)),
                         });
                     }
-                    run_registry(catalog, &serving, &mut status, context, now).await?;
+                    updating = run_registry(catalog, &serving, &mut status, context, now).await?;
                 }
                 Ok(None) => {
                     status.reason = Some(CatalogSourceReason::CONFIG_MAP_ERROR);
@@ -236,7 +238,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
             }
         }
         Serving::Image { .. } => {
-            run_registry(catalog, &serving, &mut status, context, now).await?;
+            updating = run_registry(catalog, &serving, &mut status, context, now).await?;
         }
     }
 
@@ -320,6 +322,9 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
     };
     if context.snapshots.settling(&namespace, &name) {
         next = next.min(REGISTRY_REPLACED_SETTLE);
+    }
+    if updating {
+        next = next.min(NOT_READY_RECHECK);
     }
     if let Some(schedule) = schedule {
         let poll = Duration::try_from(schedule.requeue_after).unwrap_or(next);
@@ -487,14 +492,16 @@ fn is_disrupted(pod: &Pod) -> bool {
 }
 
 /// Runs the registry of an image or ConfigMap catalog: applies what changed
-/// and makes sure exactly one pod with the current spec serves.
+/// and makes sure exactly one pod with the current spec serves. Returns
+/// whether an update pod is on its way (not ready, or not yet checked by
+/// the promotion guard).
 async fn run_registry(
     catalog: &CatalogSource,
     serving: &Serving,
     status: &mut CatalogSourceStatus,
     context: &Context,
     now: Timestamp,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
     let name = catalog.name_any();
     let namespace_labels = context
@@ -517,7 +524,7 @@ async fn run_registry(
         &context.config.pod_options,
     )
     else {
-        return Ok(());
+        return Ok(false);
     };
     let client = &context.client;
     let caches = &context.caches;
@@ -594,9 +601,31 @@ async fn run_registry(
             .cloned()
     });
 
+    // A guarded catalog whose spec changed keeps its ready pods serving the
+    // previous content until the guard lets the new content through.
+    let guarded = image.is_some() && guard::guarded(catalog);
+    let previous: Vec<&Arc<Pod>> = if guarded && current.is_empty() {
+        stale
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_none() && !is_disrupted(p) && decide::pod_ready(p)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !guarded {
+        conditions::remove(
+            &mut status.conditions,
+            CatalogSourceConditionType::PROMOTION_BLOCKED.as_str(),
+        );
+    }
+
     // A ready update pod with the current spec takes over from the serving
-    // pods; a broken or outdated one is dropped.
+    // pods (once the guard agrees, for a guarded catalog); a broken or
+    // outdated one is dropped.
     let mut promoted = false;
+    let mut pending = false;
     for update in &update_pods {
         let same_spec = update
             .metadata
@@ -604,33 +633,91 @@ async fn run_registry(
             .as_ref()
             .and_then(|l| l.get(labels::POD_SPEC_HASH))
             .is_some_and(|h| *h == wanted_hash);
-        if !same_spec || decide::pod_broken(update) || promoted {
+        if !same_spec || promoted {
             delete_pod(&pod_api, &update.name_any(), 1).await?;
             continue;
         }
-        if decide::pod_ready(update) {
-            let patch = serde_json::json!({"metadata": {"labels": {
-                labels::CATALOG_SOURCE: name,
-                labels::CATALOG_SOURCE_UPDATE: null,
-            }}});
-            pod_api
-                .patch(
-                    &update.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-                .map_err(kube_error(format!(
-                    "promoting the update pod of {namespace}/{name}"
-                )))?;
-            promoted = true;
+        let content = promotion::content_key(update);
+        if decide::pod_broken(update) {
+            if guarded {
+                let message = guard::unhealthy_message(&content.1);
+                let reason = CatalogSourceConditionReason::NEW_CONTENT_UNHEALTHY;
+                promotion::block(context, catalog, status, content, reason, message, now).await;
+            }
+            delete_pod(&pod_api, &update.name_any(), 1).await?;
+            continue;
         }
+        if !decide::pod_ready(update) {
+            pending = true;
+            continue;
+        }
+        if guarded {
+            match promotion::check(context, update).await {
+                promotion::Check::Allowed => {
+                    promotion::clear(context, catalog, status, &content.1, now);
+                }
+                promotion::Check::Refused(refused) => {
+                    let rules = &context.config.allowed_registries;
+                    let message = guard::refused_message(&content.1, &refused, rules);
+                    let reason = CatalogSourceConditionReason::BUNDLE_REGISTRY_NOT_ALLOWED;
+                    promotion::block(context, catalog, status, content, reason, message, now).await;
+                    delete_pod(&pod_api, &update.name_any(), 1).await?;
+                    continue;
+                }
+                promotion::Check::Pending(why) => {
+                    tracing::debug!(catalog = key(catalog), why, "new content not checked yet");
+                    pending = true;
+                    continue;
+                }
+            }
+        }
+        let patch = serde_json::json!({"metadata": {"labels": {
+            labels::CATALOG_SOURCE: name,
+            labels::CATALOG_SOURCE_UPDATE: null,
+        }}});
+        pod_api
+            .patch(
+                &update.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(kube_error(format!(
+                "promoting the update pod of {namespace}/{name}"
+            )))?;
+        promoted = true;
     }
     if promoted {
-        for old in &current {
+        for old in current.iter().chain(previous.iter().copied()) {
             delete_pod(&pod_api, &old.name_any(), 1).await?;
         }
         created = true;
+    } else if current.is_empty() && !previous.is_empty() {
+        // Guarded replacement: the new spec starts as an update pod, unless
+        // one is on its way or the guard refused exactly this content.
+        if !pending {
+            let mut update = pod.clone();
+            if let Some(image) = &image {
+                match resolve_digest(context, catalog, image).await {
+                    Ok(digest) => decide::pin_pod(&mut update, image, &digest),
+                    Err(error) => tracing::warn!(
+                        catalog = key(catalog),
+                        error,
+                        "cannot resolve the catalog image digest"
+                    ),
+                }
+            }
+            decide::as_update_pod(&mut update, &name);
+            let content = promotion::content_key(&update);
+            if !context.blocked.is_blocked(&namespace, &name, &content) {
+                pod_api
+                    .create(&PostParams::default(), &update)
+                    .await
+                    .map_err(kube_error(format!(
+                        "creating the update pod of {namespace}/{name}"
+                    )))?;
+            }
+        }
     } else if current.is_empty() {
         // No serving pod: start one, pinned to the image's digest when the
         // catalog is polled, so later polls compare like with like.
@@ -659,7 +746,9 @@ async fn run_registry(
         created = true;
     } else if let (Some(image), Some(schedule)) = (&image, &schedule) {
         // Polling: the digest comes from a registry HEAD request; only new
-        // content starts an update pod, which serves once it is ready.
+        // content starts an update pod, which serves once it is ready (and,
+        // for a guarded catalog, once the guard agrees; content the guard
+        // refused is not started again).
         if schedule.due && update_pods.is_empty() {
             status.latest_image_registry_poll = Some(Time(now));
             match resolve_digest(context, catalog, image).await {
@@ -667,12 +756,15 @@ async fn run_registry(
                     let mut update = pod.clone();
                     decide::pin_pod(&mut update, image, &digest);
                     decide::as_update_pod(&mut update, &name);
-                    pod_api
-                        .create(&PostParams::default(), &update)
-                        .await
-                        .map_err(kube_error(format!(
-                            "creating the update pod of {namespace}/{name}"
-                        )))?;
+                    let content = promotion::content_key(&update);
+                    if !context.blocked.is_blocked(&namespace, &name, &content) {
+                        pod_api
+                            .create(&PostParams::default(), &update)
+                            .await
+                            .map_err(kube_error(format!(
+                                "creating the update pod of {namespace}/{name}"
+                            )))?;
+                    }
                 }
                 Ok(_) => {}
                 Err(error) => {
@@ -685,9 +777,10 @@ async fn run_registry(
             }
         }
     }
+    let keep = |p: &Arc<Pod>| !promoted && previous.iter().any(|k| Arc::ptr_eq(k, p));
     for old in stale
         .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && !keep(p))
     {
         let grace = if is_disrupted(old) { 0 } else { 1 };
         delete_pod(&pod_api, &old.name_any(), grace).await?;
@@ -710,5 +803,5 @@ async fn run_registry(
         port: Some(decide::REGISTRY_GRPC_PORT.to_string()),
         created_at: Some(created_at),
     });
-    Ok(())
+    Ok(pending)
 }

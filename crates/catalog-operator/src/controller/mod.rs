@@ -10,8 +10,11 @@
 pub mod catalog_source;
 mod connections;
 pub mod install_plan;
+mod promotion;
 mod snapshots;
 pub mod subscription;
+
+pub use promotion::ContentDial;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -141,6 +144,9 @@ pub struct ControllerConfig {
     /// (`--service-lookup`); status keeps reporting the DNS name either
     /// way.
     pub service_lookup: ServiceLookup,
+    /// Where the promotion guard reads a guarded catalog's new content
+    /// from (the update pod's IP, except in tests).
+    pub content_dial: ContentDial,
 }
 
 impl ControllerConfig {
@@ -164,6 +170,7 @@ impl Default for ControllerConfig {
             allowed_registries: Vec::new(),
             allowed_catalog_addresses: Vec::new(),
             service_lookup: ServiceLookup::Dns,
+            content_dial: ContentDial::PodIp,
         }
     }
 }
@@ -202,6 +209,8 @@ pub(crate) struct Context {
     /// The cluster's version, for `olm.catalogImageTemplate`.
     pub(crate) kube_version: KubeVersion,
     pub(crate) failures: std::sync::Mutex<HashMap<String, u32>>,
+    /// The content each guarded catalog refused last.
+    pub(crate) blocked: promotion::Blocked,
 }
 
 impl Context {
@@ -445,6 +454,7 @@ pub async fn run(
         metrics,
         kube_version,
         failures: std::sync::Mutex::new(HashMap::new()),
+        blocked: promotion::Blocked::default(),
     });
 
     let reflector_tasks = futures::future::join_all([

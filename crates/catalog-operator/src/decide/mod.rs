@@ -6,5 +6,6 @@ pub mod catalog_source;
 pub mod crd_schema;
 pub mod image_template;
 pub mod install_plan;
+pub mod promotion;
 pub mod steps;
 pub mod subscription;

@@ -1,6 +1,7 @@
 //! CatalogSources end to end: address catalogs connect, image catalogs get
 //! their registry objects, bad specs and missing ConfigMaps are reported,
-//! image templates resolve from the cluster version.
+//! image templates resolve from the cluster version, polled catalogs switch
+//! content, and the promotion guard holds back content outside the policy.
 
 use std::time::Duration;
 
@@ -478,5 +479,245 @@ async fn a_polled_catalog_switches_to_new_content_by_digest() {
             .all(|p| p.metadata.deletion_timestamp.is_some()),
         "no update pod left"
     );
+    operator.stop().await;
+}
+
+/// A registry on a fixed loopback address standing in for a guarded
+/// catalog's update pod (kwok pods do not run): serves `bundles` (name,
+/// image) of one package.
+async fn stand_in(
+    address: std::net::SocketAddr,
+    bundles: &[(&str, &str)],
+) -> (tokio::sync::oneshot::Sender<()>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from(
+        "---\nschema: olm.package\nname: etcd\ndefaultChannel: alpha\n---\nschema: olm.channel\npackage: etcd\nname: alpha\nentries:\n",
+    );
+    let mut replaces: Option<&str> = None;
+    for (name, _) in bundles {
+        text.push_str(&format!("  - name: {name}\n"));
+        if let Some(previous) = replaces {
+            text.push_str(&format!("    replaces: {previous}\n"));
+        }
+        replaces = Some(name);
+    }
+    for (name, image) in bundles {
+        let version = name.trim_start_matches("etcd.v");
+        text.push_str(&format!(
+            "---\nschema: olm.bundle\nname: {name}\npackage: etcd\nimage: {image}\nproperties:\n  - type: olm.package\n    value: {{packageName: etcd, version: {version}}}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("catalog.yaml"), text).unwrap();
+    let index = CatalogIndex::build(dir.path(), &IndexOptions::default()).unwrap();
+    // The previous stand-in may still be releasing the port.
+    let listener = eventually("the stand-in's port", WAIT, || async {
+        tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(RegistryServer::new(index).serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    (stop, dir)
+}
+
+/// The `PromotionBlocked` condition of the catalog, as (status, reason,
+/// message).
+async fn promotion_condition(
+    api: &Api<CatalogSource>,
+    name: &str,
+) -> Result<(String, String, String), String> {
+    let status = status_of(api, name).await?;
+    status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "PromotionBlocked"))
+        .map(|c| {
+            let field = |f: &str| c[f].as_str().unwrap_or_default().to_owned();
+            (field("status"), field("reason"), field("message"))
+        })
+        .ok_or_else(|| format!("no PromotionBlocked condition in {status}"))
+}
+
+/// The images of the live pods with `selector`.
+async fn live_images(pods: &Api<Pod>, selector: &str) -> Vec<(String, String)> {
+    pods.list(&ListParams::default().labels(selector))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let image = p.spec.as_ref().unwrap().containers[0]
+                .image
+                .clone()
+                .unwrap();
+            (p.metadata.name.unwrap(), image)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_guarded_catalog_keeps_serving_when_new_content_leaves_the_policy() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("catsrc-guard").await;
+    let client = plane.client().await;
+    let registry = olm_testkit::registry::Registry::start().unwrap();
+    let host = registry.host();
+    let oci =
+        olm_oci::Client::new(olm_oci::ClientOptions::default().plain_http(host.clone())).unwrap();
+    let image = format!("{host}/olm/catalog:latest");
+    let first = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"a"}"#).await;
+
+    // The stand-in update pod first serves content with a bundle outside
+    // the policy.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let bad = [
+        ("etcd.v0.9.0", "quay.io/example/etcd-bundle:v0.9.0"),
+        ("etcd.v0.9.2", "evil.example.com/etcd/bundle:v0.9.2"),
+    ];
+    let (stop_bad, _bad_dir) = stand_in(port, &bad).await;
+
+    let allowed = host.clone();
+    let operator = RunningOperator::start_with(ns.name(), move |c| {
+        c.insecure_registries = vec![allowed.clone()];
+        c.allowed_registries = ["quay.io", allowed.as_str()]
+            .iter()
+            .map(|r| olm_oci::policy::RegistryRule::new(r))
+            .collect();
+        c.content_dial = catalog_operator::controller::ContentDial::Fixed(port.to_string());
+    })
+    .await;
+    let api: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
+    let mut guarded = catalog(
+        "guarded",
+        serde_json::json!({"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "1s"}}}),
+    );
+    guarded.metadata.annotations = Some(
+        [("olm.promotionGuard".to_owned(), "true".to_owned())]
+            .into_iter()
+            .collect(),
+    );
+    api.create(&PostParams::default(), &guarded).await.unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    let serving = |digest: String| {
+        let pods = pods.clone();
+        async move {
+            match live_images(&pods, "olm.catalogSource=guarded")
+                .await
+                .as_slice()
+            {
+                [(name, one)] if one.ends_with(&format!("@{digest}")) => Ok(name.clone()),
+                other => Err(format!("serving {other:?}, want @{digest}")),
+            }
+        }
+    };
+    let first_pod = eventually("a pod pinned to the first digest", WAIT, || {
+        serving(first.clone())
+    })
+    .await;
+
+    // New content under the same tag: the guard refuses it, names the
+    // bundle and its registry, and the first pod keeps serving.
+    let second = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"b"}"#).await;
+    let (status, reason, message) = eventually("the promotion is blocked", WAIT, || async {
+        match promotion_condition(&api, "guarded").await? {
+            blocked if blocked.0 == "True" => Ok(blocked),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "BundleRegistryNotAllowed")
+    );
+    for needle in ["evil.example.com", "etcd.v0.9.2", &second] {
+        assert!(message.contains(needle), "{needle} not in {message}");
+    }
+    assert!(
+        !message.contains("etcd.v0.9.0"),
+        "allowed bundles are not named: {message}"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), ns.name());
+    eventually("a PromotionBlocked warning event", WAIT, || async {
+        let list = events
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("PromotionBlocked")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("guarded")
+            })
+            .map(|_| ())
+            .ok_or_else(|| format!("{} events, none PromotionBlocked", list.items.len()))
+    })
+    .await;
+    // Several polls later: the refused content is not started again, and
+    // the first pod still serves.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(serving(first.clone()).await.unwrap(), first_pod);
+    let updating = "catalogsource.operators.coreos.com/update=guarded";
+    assert_eq!(
+        live_images(&pods, updating).await,
+        vec![],
+        "no update pod retried"
+    );
+
+    // Fixed content (a new digest) passes; the guard clears by itself.
+    let _ = stop_bad.send(());
+    let good = [("etcd.v0.9.2", "quay.io/example/etcd-bundle:v0.9.2")];
+    let (stop_good, _good_dir) = stand_in(port, &good).await;
+    let third = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"c"}"#).await;
+    let third_pod = eventually("the pod switched to the fixed content", WAIT, || {
+        serving(third.clone())
+    })
+    .await;
+    assert_ne!(third_pod, first_pod);
+    let (status, reason, message) = promotion_condition(&api, "guarded").await.unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ContentPromoted")
+    );
+    assert!(message.contains(&third), "{message}");
+    assert_eq!(
+        live_images(&pods, updating).await,
+        vec![],
+        "no update pod left"
+    );
+
+    // A spec change to refused content: the new spec starts as an update
+    // pod, is refused, and the pod of the old spec keeps serving.
+    let _ = stop_good.send(());
+    let (_stop_bad, _bad_dir) = stand_in(port, &bad).await;
+    let other = format!("{host}/olm/catalog:other");
+    let fourth = push_catalog(&oci, &other, r#"{"schema":"olm.package","name":"d"}"#).await;
+    api.patch(
+        "guarded",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"image": other}})),
+    )
+    .await
+    .unwrap();
+    eventually("the spec change is blocked", WAIT, || async {
+        match promotion_condition(&api, "guarded").await? {
+            (status, _, message) if status == "True" && message.contains(&fourth) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(serving(third.clone()).await.unwrap(), third_pod);
+    assert_eq!(live_images(&pods, updating).await, vec![]);
     operator.stop().await;
 }

@@ -15,6 +15,7 @@ use kube::{
 };
 use olm_api::{
     catalog_source::{CatalogSource, CatalogSourceSpec},
+    labels,
     operator_hub::{HubSourceStatus, OperatorHub, OperatorHubStatus},
 };
 use olm_runtime::apply::apply_status;
@@ -23,7 +24,7 @@ use serde_json::json;
 use super::{Error, FIELD_MANAGER, Reconciler};
 use crate::decide::{
     compare::merge_patch,
-    plan::{Action, minimal_status_sources},
+    plan::{Action, PROMOTION_GUARD_VALUE, minimal_status_sources},
     sources::{MANAGED_BY_ANNOTATION, MANAGED_BY_VALUE},
 };
 
@@ -105,6 +106,10 @@ impl Reconciler {
             MANAGED_BY_ANNOTATION.to_owned(),
             MANAGED_BY_VALUE.to_owned(),
         );
+        catalog.annotations_mut().insert(
+            labels::PROMOTION_GUARD.to_owned(),
+            PROMOTION_GUARD_VALUE.to_owned(),
+        );
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.as_str().to_owned()),
             ..PostParams::default()
@@ -131,7 +136,10 @@ impl Reconciler {
         let mut patch = json!({
             "metadata": {
                 "resourceVersion": current.resource_version(),
-                "annotations": { MANAGED_BY_ANNOTATION: MANAGED_BY_VALUE },
+                "annotations": {
+                    MANAGED_BY_ANNOTATION: MANAGED_BY_VALUE,
+                    labels::PROMOTION_GUARD: PROMOTION_GUARD_VALUE,
+                },
             },
             "spec": merge_patch(&observed, &desired),
         });

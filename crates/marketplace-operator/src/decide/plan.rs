@@ -59,7 +59,19 @@ impl ObservedCatalog {
             .map(String::as_str)
             == Some(MANAGED_BY_VALUE)
     }
+
+    /// Whether catalog-operator's promotion guard covers it
+    /// (`olm.promotionGuard: "true"`), as it must on every default catalog.
+    pub fn is_guarded(&self) -> bool {
+        self.annotations
+            .get(olm_api::labels::PROMOTION_GUARD)
+            .is_some_and(|value| value == PROMOTION_GUARD_VALUE)
+    }
 }
+
+/// The value of `olm.promotionGuard` on the default catalogs: each switch to
+/// new content goes through catalog-operator's promotion guard.
+pub const PROMOTION_GUARD_VALUE: &str = "true";
 
 /// Everything one decision reads.
 #[derive(Clone, Copy, Debug)]
@@ -79,14 +91,16 @@ pub struct Inputs<'a> {
 /// One write to a CatalogSource.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Create it with the managed-by annotation and this spec.
+    /// Create it with the managed-by and promotion-guard annotations and
+    /// this spec.
     Create {
         /// Its name.
         name: String,
         /// Its spec.
         spec: CatalogSourceSpec,
     },
-    /// Replace its spec with this one and set the managed-by annotation.
+    /// Replace its spec with this one and set the managed-by and
+    /// promotion-guard annotations.
     Update {
         /// Its name.
         name: String,
@@ -227,7 +241,7 @@ fn enable(
         return (None, None);
     }
     if current.is_managed() {
-        if specs_match(&desired, &current.spec) {
+        if current.is_guarded() && specs_match(&desired, &current.spec) {
             return (None, None);
         }
     } else if !adopt_unmanaged {

@@ -99,12 +99,12 @@ async fn wait_for_absence(api: &Api<CatalogSource>, name: &str) {
     .await;
 }
 
+/// Managed by marketplace-operator, and behind catalog-operator's promotion
+/// guard as every default catalog is.
 fn is_managed(catalog: &CatalogSource) -> bool {
-    catalog
-        .annotations()
-        .get(MANAGED_BY_ANNOTATION)
-        .map(String::as_str)
-        == Some(MANAGED_BY_VALUE)
+    let annotation = |key: &str| catalog.annotations().get(key).map(String::as_str);
+    annotation(MANAGED_BY_ANNOTATION) == Some(MANAGED_BY_VALUE)
+        && annotation(olm_api::labels::PROMOTION_GUARD) == Some("true")
 }
 
 async fn patch_hub(client: &Client, hub: &str, spec: serde_json::Value) {
