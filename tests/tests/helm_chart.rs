@@ -594,6 +594,154 @@ mod on_a_real_node {
     /// How long a step on the real node may take.
     const NODE_WAIT: Duration = Duration::from_secs(240);
 
+    /// The tag of the example catalog the chart's default catalog serves
+    /// (the adopted namespace's catalog serves `latest`).
+    const DEFAULT_TAG: &str = "default";
+
+    /// The registry the incident's content wrongly points at.
+    const OUTSIDE: &str = "staging.example.com";
+
+    /// The `PromotionBlocked` condition of the chart's default catalog, as
+    /// (status, reason, message).
+    async fn promotion_condition(
+        client: &kube::Client,
+    ) -> Result<(String, String, String), String> {
+        let catalog = Api::<CatalogSource>::namespaced(client.clone(), NAMESPACE)
+            .get("example-catalog")
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = catalog.status.unwrap_or_default();
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "PromotionBlocked")
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+            .ok_or_else(|| format!("no PromotionBlocked condition: {:?}", status.conditions))
+    }
+
+    /// The incident that started the promotion guard, replayed: the default
+    /// catalog's image is re-pushed with content whose new bundle lives on a
+    /// registry outside the policy. Nothing new is installed, the running
+    /// operator is untouched, the condition names the registry; fixed
+    /// content clears it and the upgrade goes through with nothing left
+    /// behind. Returns how long blocking and clearing took.
+    async fn incident_replay(
+        client: &kube::Client,
+        namespace: &str,
+        opm: &Path,
+        pod_host: &str,
+        base: &str,
+    ) -> (Duration, Duration) {
+        let started = Instant::now();
+        example::publish_relocated(
+            opm,
+            pod_host,
+            &["0.1.0", "0.2.0"],
+            DEFAULT_TAG,
+            base,
+            &[("0.2.0", OUTSIDE)],
+        )
+        .unwrap();
+        let (_, reason, message) = eventually("the promotion guard blocks", NODE_WAIT, || async {
+            match promotion_condition(client).await? {
+                blocked if blocked.0 == "True" => Ok(blocked),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        let blocked = started.elapsed();
+        assert_eq!(reason, "BundleRegistryNotAllowed", "{message}");
+        for needle in [OUTSIDE, "example-operator.v0.2.0"] {
+            assert!(message.contains(needle), "{needle} not in {message}");
+        }
+        // Two polls later, nothing new was planned and the operator runs on.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let plans = kubectl(
+            &["-n", namespace, "get", "installplans", "-o", "json"],
+            None,
+        )
+        .unwrap();
+        assert!(
+            !plans.contains("example-operator.v0.2.0") && !plans.contains(OUTSIDE),
+            "an InstallPlan came from the refused content:\n{plans}"
+        );
+        let csv = csvs(client, namespace)
+            .get("example-operator.v0.1.0")
+            .await
+            .unwrap();
+        assert_eq!(csv.data["status"]["phase"], "Succeeded");
+        assert!(
+            Api::<Deployment>::namespaced(client.clone(), namespace)
+                .get("example-operator")
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.available_replicas)
+                .unwrap_or(0)
+                > 0,
+            "the running operator was disturbed"
+        );
+
+        // The content is fixed: the guard clears, the upgrade goes through.
+        let fixed = Instant::now();
+        example::publish(opm, pod_host, &["0.1.0", "0.2.0"], DEFAULT_TAG, base).unwrap();
+        let upgraded = tokio::time::timeout(
+            NODE_WAIT,
+            wait_installed(
+                client,
+                namespace,
+                example::PACKAGE,
+                "example-operator.v0.2.0",
+            ),
+        )
+        .await;
+        if upgraded.is_err() {
+            panic!(
+                "no upgrade to the fixed content:\n{}\n{:?}",
+                describe(client, namespace).await,
+                promotion_condition(client).await
+            );
+        }
+        let cleared = fixed.elapsed();
+        let (status, reason, _) = promotion_condition(client).await.unwrap();
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "ContentPromoted")
+        );
+        let left = kubectl(
+            &[
+                "-n",
+                NAMESPACE,
+                "get",
+                "pods",
+                "-l",
+                "catalogsource.operators.coreos.com/update",
+                "-o",
+                "name",
+            ],
+            None,
+        )
+        .unwrap();
+        assert_eq!(left.trim(), "", "update pods left behind");
+        let plans = kubectl(
+            &[
+                "-n",
+                namespace,
+                "get",
+                "installplans",
+                "-o",
+                "jsonpath={.items[*].status.phase}",
+            ],
+            None,
+        )
+        .unwrap();
+        assert!(
+            plans.split_whitespace().all(|phase| phase == "Complete"),
+            "InstallPlans not Complete: {plans}"
+        );
+        (blocked, cleared)
+    }
+
     fn kubectl(args: &[&str], stdin: Option<&str>) -> Result<String, String> {
         let mut command = olm_testkit::control_plane().kubectl();
         command.args(args);
@@ -914,7 +1062,9 @@ mod on_a_real_node {
         let pod_host = registry.host_at(NODE_IP);
         let opm = workspace_binary("opm");
         let base = format!("{pod_host}/olm-rs/opm:{version}");
-        example::publish(&opm, &pod_host, &["0.1.0"], "latest", &base).unwrap();
+        for tag in ["latest", DEFAULT_TAG] {
+            example::publish(&opm, &pod_host, &["0.1.0"], tag, &base).unwrap();
+        }
 
         let scratch = tempfile::tempdir().unwrap();
         let values = scratch.path().join("values.yaml");
@@ -928,9 +1078,11 @@ mod on_a_real_node {
                 // The default catalog is made by marketplace-operator.
                 "marketplaceOperator": {"enabled": true},
                 "insecureRegistries": [pod_host],
+                // Bundles come from the node's registry, and nowhere else.
+                "allowedRegistries": [pod_host],
                 "defaultCatalogs": [{
                     "name": "example-catalog",
-                    "image": example::catalog_image(&pod_host, "latest"),
+                    "image": example::catalog_image(&pod_host, DEFAULT_TAG),
                     "displayName": "Example operators",
                     "pollInterval": "10s",
                 }],
@@ -1109,6 +1261,9 @@ mod on_a_real_node {
             refusals.join("\n")
         );
 
+        let (blocked_time, cleared_time) =
+            incident_replay(&client, namespace, &opm, &pod_host, &base).await;
+
         // Upgrade to a chart whose CRD has a new field, then roll back, while
         // the controllers run.
         let newer = newer_chart(scratch.path());
@@ -1155,7 +1310,9 @@ mod on_a_real_node {
             "a rollback must not take fields away from a CRD"
         );
         // The subscription keeps upgrading under the rolled-back OLM.
-        example::publish(&opm, &pod_host, example::VERSIONS, "latest", &base).unwrap();
+        for tag in ["latest", DEFAULT_TAG] {
+            example::publish(&opm, &pod_host, example::VERSIONS, tag, &base).unwrap();
+        }
         let upgraded = tokio::time::timeout(
             NODE_WAIT,
             wait_installed(
@@ -1206,9 +1363,13 @@ mod on_a_real_node {
 
         eprintln!(
             "helm chart on the real node: install to all Ready {:.1} s, example operator \
-             installed {:.1} s, upgrade {:.1} s, rollback {:.1} s; RSS MiB {rss:?}",
+             installed {:.1} s, refused content blocked {:.1} s after its push, fixed \
+             content installed {:.1} s after its push, upgrade {:.1} s, rollback {:.1} s; \
+             RSS MiB {rss:?}",
             install_time.as_secs_f64(),
             operator_time.as_secs_f64(),
+            blocked_time.as_secs_f64(),
+            cleared_time.as_secs_f64(),
             upgrade_time.as_secs_f64(),
             rollback_time.as_secs_f64(),
         );

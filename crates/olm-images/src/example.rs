@@ -42,6 +42,21 @@ pub fn publish(
     tag: &str,
     base_image: &str,
 ) -> Result<String> {
+    publish_relocated(opm, registry, versions, tag, base_image, &[])
+}
+
+/// [`publish`], with the bundle of each `(version, registry)` of
+/// `relocated` named in the catalog as if pushed to that other registry
+/// (its `image` and its own `relatedImages` entry): content that points
+/// somewhere it should not, as a catalog published by mistake does.
+pub fn publish_relocated(
+    opm: &Path,
+    registry: &str,
+    versions: &[&str],
+    tag: &str,
+    base_image: &str,
+    relocated: &[(&str, &str)],
+) -> Result<String> {
     let bundles = examples_dir().join("bundles").join(PACKAGE);
     let mut images = Vec::new();
     for version in versions {
@@ -67,7 +82,10 @@ pub fn publish(
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let mut render = vec!["render", "--use-http", "-o", "json"];
     render.extend(images.iter().map(String::as_str));
-    let rendered = run_opm(opm, &render)?;
+    let mut rendered = run_opm(opm, &render)?;
+    if !relocated.is_empty() {
+        rendered = relocate(&rendered, registry, relocated)?;
+    }
     std::fs::write(root.join("bundles.json"), rendered).context("writing the bundles")?;
     let fragment = examples_dir().join("catalog").join(PACKAGE);
     let documents = package_documents(&fragment, versions)?;
@@ -99,6 +117,31 @@ pub fn publish(
         bail!("opm alpha catalog push printed no digest for {image}");
     }
     Ok(pushed)
+}
+
+/// The rendered bundles (a stream of JSON documents) with the image of each
+/// relocated version's bundle moved to its new registry.
+fn relocate(rendered: &[u8], registry: &str, relocated: &[(&str, &str)]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for document in serde_json::Deserializer::from_slice(rendered).into_iter::<serde_json::Value>()
+    {
+        let mut document = document.context("reading what opm render printed")?;
+        for (version, elsewhere) in relocated {
+            let from = bundle_image(registry, version);
+            let to = bundle_image(elsewhere, version);
+            if document["image"] == from.as_str() {
+                document["image"] = serde_json::Value::String(to.clone());
+            }
+            if let Some(related) = document["relatedImages"].as_array_mut() {
+                for entry in related.iter_mut().filter(|e| e["image"] == from.as_str()) {
+                    entry["image"] = serde_json::Value::String(to.clone());
+                }
+            }
+        }
+        serde_json::to_writer(&mut out, &document).context("writing a bundle")?;
+        out.push(b'\n');
+    }
+    Ok(out)
 }
 
 /// The package and channel documents of the committed catalog fragment,
@@ -183,6 +226,39 @@ mod tests {
         );
         let all = package_documents(dir.path(), &["0.1.0", "0.2.0"]).unwrap();
         assert_eq!(all[1]["entries"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn relocation_moves_only_the_named_bundle() {
+        let rendered = format!(
+            "{}\n{}",
+            serde_json::json!({"schema": "olm.bundle", "name": "example-operator.v0.1.0",
+                "image": bundle_image("reg:5000", "0.1.0"),
+                "relatedImages": [{"image": bundle_image("reg:5000", "0.1.0")}, {"image": "op:1"}]}),
+            serde_json::json!({"schema": "olm.bundle", "name": "example-operator.v0.2.0",
+                "image": bundle_image("reg:5000", "0.2.0"),
+                "relatedImages": [{"image": bundle_image("reg:5000", "0.2.0")}, {"image": "op:2"}]}),
+        );
+        let out = relocate(
+            rendered.as_bytes(),
+            "reg:5000",
+            &[("0.2.0", "evil.example.com")],
+        )
+        .unwrap();
+        let documents: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out)
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(documents[0]["image"], bundle_image("reg:5000", "0.1.0"));
+        assert_eq!(
+            documents[1]["image"],
+            bundle_image("evil.example.com", "0.2.0")
+        );
+        assert_eq!(
+            documents[1]["relatedImages"],
+            serde_json::json!([{"image": bundle_image("evil.example.com", "0.2.0")}, {"image": "op:2"}])
+        );
+        assert!(relocate(b"{not json", "reg:5000", &[("0.2.0", "x")]).is_err());
     }
 
     #[test]

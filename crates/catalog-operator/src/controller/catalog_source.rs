@@ -615,6 +615,7 @@ async fn run_registry(
         Vec::new()
     };
     if !guarded {
+        context.guard.forget(catalog);
         conditions::remove(
             &mut status.conditions,
             CatalogSourceConditionType::PROMOTION_BLOCKED.as_str(),
@@ -642,7 +643,7 @@ async fn run_registry(
             if guarded {
                 let message = guard::unhealthy_message(&content.1);
                 let reason = CatalogSourceConditionReason::NEW_CONTENT_UNHEALTHY;
-                promotion::block(context, catalog, status, content, reason, message, now).await;
+                promotion::block(context, catalog, content, reason, message).await;
             }
             delete_pod(&pod_api, &update.name_any(), 1).await?;
             continue;
@@ -653,14 +654,12 @@ async fn run_registry(
         }
         if guarded {
             match promotion::check(context, update).await {
-                promotion::Check::Allowed => {
-                    promotion::clear(context, catalog, status, &content.1, now);
-                }
+                promotion::Check::Allowed => context.guard.promoted(catalog, &content.1),
                 promotion::Check::Refused(refused) => {
                     let rules = &context.config.allowed_registries;
                     let message = guard::refused_message(&content.1, &refused, rules);
                     let reason = CatalogSourceConditionReason::BUNDLE_REGISTRY_NOT_ALLOWED;
-                    promotion::block(context, catalog, status, content, reason, message, now).await;
+                    promotion::block(context, catalog, content, reason, message).await;
                     delete_pod(&pod_api, &update.name_any(), 1).await?;
                     continue;
                 }
@@ -709,7 +708,7 @@ async fn run_registry(
             }
             decide::as_update_pod(&mut update, &name);
             let content = promotion::content_key(&update);
-            if !context.blocked.is_blocked(&namespace, &name, &content) {
+            if !context.guard.is_blocked(catalog, &content) {
                 pod_api
                     .create(&PostParams::default(), &update)
                     .await
@@ -725,6 +724,18 @@ async fn run_registry(
         if let (Some(image), Some(_)) = (&image, &schedule) {
             match resolve_digest(context, catalog, image).await {
                 Ok(digest) => {
+                    // A guarded catalog whose pod went while newer content
+                    // is refused comes back on what it served.
+                    let mut candidate = fresh.clone();
+                    decide::pin_pod(&mut candidate, image, &digest);
+                    let refused = guarded
+                        && context
+                            .guard
+                            .is_blocked(catalog, &promotion::content_key(&candidate));
+                    let digest = match context.guard.last_served(catalog) {
+                        Some(served) if refused => served,
+                        _ => digest,
+                    };
                     decide::pin_pod(&mut fresh, image, &digest);
                     status.latest_image_registry_poll = Some(Time(now));
                 }
@@ -757,7 +768,7 @@ async fn run_registry(
                     decide::pin_pod(&mut update, image, &digest);
                     decide::as_update_pod(&mut update, &name);
                     let content = promotion::content_key(&update);
-                    if !context.blocked.is_blocked(&namespace, &name, &content) {
+                    if !context.guard.is_blocked(catalog, &content) {
                         pod_api
                             .create(&PostParams::default(), &update)
                             .await
@@ -776,6 +787,14 @@ async fn run_registry(
                 }
             }
         }
+    }
+    if guarded {
+        if let Some(digest) = &serving_digest
+            && !promoted
+        {
+            context.guard.served(catalog, digest);
+        }
+        context.guard.reflect(catalog, status, now);
     }
     let keep = |p: &Arc<Pod>| !promoted && previous.iter().any(|k| Arc::ptr_eq(k, p));
     for old in stale

@@ -209,8 +209,8 @@ pub(crate) struct Context {
     /// The cluster's version, for `olm.catalogImageTemplate`.
     pub(crate) kube_version: KubeVersion,
     pub(crate) failures: std::sync::Mutex<HashMap<String, u32>>,
-    /// The content each guarded catalog refused last.
-    pub(crate) blocked: promotion::Blocked,
+    /// The promotion guard's memory of each guarded catalog.
+    pub(crate) guard: promotion::Memory,
 }
 
 impl Context {
@@ -454,7 +454,7 @@ pub async fn run(
         metrics,
         kube_version,
         failures: std::sync::Mutex::new(HashMap::new()),
-        blocked: promotion::Blocked::default(),
+        guard: promotion::Memory::default(),
     });
 
     let reflector_tasks = futures::future::join_all([

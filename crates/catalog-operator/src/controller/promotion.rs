@@ -1,7 +1,7 @@
 //! The I/O of the promotion guard ([`crate::decide::promotion`]): reads
-//! what a ready update pod offers over the registry API, and records a
-//! block or a clear on the catalog (condition, Warning event, and the
-//! content not to start again).
+//! what a ready update pod offers over the registry API, remembers each
+//! guarded catalog's last verdict (and the content not to start again),
+//! and reflects it in the `PromotionBlocked` condition and a Warning event.
 
 use std::{
     collections::HashMap,
@@ -116,70 +116,143 @@ async fn offered(address: &str, timeout: Duration) -> Result<Vec<OfferedBundle>,
         .map_err(|e| olm_runtime::events::error_chain(&e))
 }
 
-/// The content each guarded catalog refused last, so that it is not started
-/// again until the content changes. Lost on restart, which costs one more
-/// check of the same content.
+/// What the guard decided last for one catalog, and the digest it served.
+#[derive(Debug, Clone, Default)]
+struct Entry {
+    verdict: Option<Verdict>,
+    served_digest: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+enum Verdict {
+    /// This content was refused: not started again until the content changes.
+    Blocked {
+        content: (String, String),
+        reason: CatalogSourceConditionReason,
+        message: String,
+    },
+    /// This content passed and was promoted.
+    Promoted { content: String },
+}
+
+/// The guard's memory of each guarded catalog. The `PromotionBlocked`
+/// condition is written from it on every reconcile (level-triggered: a
+/// status write lost to a conflict, or overwritten from a stale cache, is
+/// put right at the next one). Lost on restart: the condition is then left
+/// as found until the next verdict, and refused content is checked once
+/// more.
 #[derive(Debug, Default)]
-pub(crate) struct Blocked(Mutex<HashMap<(String, String), (String, String)>>);
+pub(crate) struct Memory(Mutex<HashMap<(String, String), Entry>>);
 
-impl Blocked {
+fn key_of(catalog: &CatalogSource) -> (String, String) {
+    (
+        catalog.metadata.namespace.clone().unwrap_or_default(),
+        kube::ResourceExt::name_any(catalog),
+    )
+}
+
+impl Memory {
+    fn with<T>(&self, catalog: &CatalogSource, f: impl FnOnce(&mut Entry) -> T) -> T {
+        let mut entries = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        f(entries.entry(key_of(catalog)).or_default())
+    }
+
     /// Whether `content` is what the catalog refused last.
-    pub(crate) fn is_blocked(
+    pub(crate) fn is_blocked(&self, catalog: &CatalogSource, content: &(String, String)) -> bool {
+        self.with(catalog, |entry| {
+            matches!(&entry.verdict, Some(Verdict::Blocked { content: blocked, .. }) if blocked == content)
+        })
+    }
+
+    /// Remembers the digest the catalog's serving pod runs.
+    pub(crate) fn served(&self, catalog: &CatalogSource, digest: &str) {
+        self.with(catalog, |entry| {
+            entry.served_digest = Some(digest.to_owned())
+        });
+    }
+
+    /// The digest the catalog served last, if known.
+    pub(crate) fn last_served(&self, catalog: &CatalogSource) -> Option<String> {
+        self.with(catalog, |entry| entry.served_digest.clone())
+    }
+
+    /// Records that `content` passed and was promoted.
+    pub(crate) fn promoted(&self, catalog: &CatalogSource, content: &str) {
+        self.with(catalog, |entry| {
+            entry.verdict = Some(Verdict::Promoted {
+                content: content.to_owned(),
+            });
+        });
+    }
+
+    /// Forgets the catalog (it is no longer guarded).
+    pub(crate) fn forget(&self, catalog: &CatalogSource) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key_of(catalog));
+    }
+
+    /// Writes the last verdict into `PromotionBlocked`: `True` while
+    /// content is refused, `False` once content was promoted after that;
+    /// left as found when there is no verdict.
+    pub(crate) fn reflect(
         &self,
-        namespace: &str,
-        name: &str,
-        content: &(String, String),
-    ) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(namespace.to_owned(), name.to_owned()))
-            .is_some_and(|blocked| blocked == content)
-    }
-
-    /// Records the refusal; `true` when it is news.
-    fn block(&self, namespace: &str, name: &str, content: (String, String)) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert((namespace.to_owned(), name.to_owned()), content.clone())
-            .is_none_or(|previous| previous != content)
-    }
-
-    fn clear(&self, namespace: &str, name: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&(namespace.to_owned(), name.to_owned()));
+        catalog: &CatalogSource,
+        status: &mut CatalogSourceStatus,
+        now: Timestamp,
+    ) {
+        let type_ = CatalogSourceConditionType::PROMOTION_BLOCKED;
+        let verdict = self.with(catalog, |entry| entry.verdict.clone());
+        let condition = match verdict {
+            None => return,
+            Some(Verdict::Blocked {
+                reason, message, ..
+            }) => conditions::metav1(
+                type_.as_str(),
+                conditions::TRUE,
+                reason.as_str(),
+                &message,
+                None,
+            ),
+            // A catalog never blocked gets no condition.
+            Some(Verdict::Promoted { .. })
+                if !status.conditions.iter().any(|c| c.type_ == type_.as_str()) =>
+            {
+                return;
+            }
+            Some(Verdict::Promoted { content }) => conditions::metav1(
+                type_.as_str(),
+                conditions::FALSE,
+                CatalogSourceConditionReason::CONTENT_PROMOTED.as_str(),
+                &promotion::promoted_message(&content),
+                None,
+            ),
+        };
+        conditions::set(&mut status.conditions, condition, now);
     }
 }
 
-/// Holds `content` back: sets `PromotionBlocked`, remembers the content,
-/// and publishes a Warning event the first time.
+/// Refuses `content`: remembers it (so it is not started again) and
+/// publishes a Warning event when it is news.
 pub(crate) async fn block(
     context: &Context,
     catalog: &CatalogSource,
-    status: &mut CatalogSourceStatus,
     content: (String, String),
     reason: CatalogSourceConditionReason,
     message: String,
-    now: Timestamp,
 ) {
-    let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
-    let name = kube::ResourceExt::name_any(catalog);
+    let (namespace, name) = key_of(catalog);
     tracing::warn!(catalog = %format!("{namespace}/{name}"), %message, "promotion blocked");
-    conditions::set(
-        &mut status.conditions,
-        conditions::metav1(
-            CatalogSourceConditionType::PROMOTION_BLOCKED.as_str(),
-            conditions::TRUE,
-            reason.as_str(),
-            &message,
-            None,
-        ),
-        now,
-    );
-    if context.blocked.block(&namespace, &name, content) {
+    let news = !context.guard.is_blocked(catalog, &content);
+    context.guard.with(catalog, |entry| {
+        entry.verdict = Some(Verdict::Blocked {
+            content,
+            reason,
+            message: message.clone(),
+        });
+    });
+    if news {
         let regarding = catalog.object_ref(&());
         if let Err(error) = context
             .recorder
@@ -188,33 +261,5 @@ pub(crate) async fn block(
         {
             tracing::warn!(error = %error, "cannot publish the promotion event");
         }
-    }
-}
-
-/// The guard let `content` through: forgets any block, and turns a
-/// `PromotionBlocked` condition False.
-pub(crate) fn clear(
-    context: &Context,
-    catalog: &CatalogSource,
-    status: &mut CatalogSourceStatus,
-    content: &str,
-    now: Timestamp,
-) {
-    let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
-    let name = kube::ResourceExt::name_any(catalog);
-    context.blocked.clear(&namespace, &name);
-    let type_ = CatalogSourceConditionType::PROMOTION_BLOCKED;
-    if status.conditions.iter().any(|c| c.type_ == type_.as_str()) {
-        conditions::set(
-            &mut status.conditions,
-            conditions::metav1(
-                type_.as_str(),
-                conditions::FALSE,
-                CatalogSourceConditionReason::CONTENT_PROMOTED.as_str(),
-                &promotion::promoted_message(content),
-                None,
-            ),
-            now,
-        );
     }
 }
