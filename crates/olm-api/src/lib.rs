@@ -11,6 +11,7 @@ mod open_value;
 mod optional_spec;
 
 pub mod catalog_source;
+pub mod cluster_operator;
 pub mod conditions;
 pub mod crd;
 pub mod csv;

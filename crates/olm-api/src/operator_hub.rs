@@ -55,6 +55,28 @@ pub struct OperatorHubStatus {
     /// One entry per default catalog.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<HubSourceStatus>,
+
+    /// Ours: marketplace and each OLM component, with the conditions and
+    /// versions an OpenShift ClusterOperator would report; written only where
+    /// the cluster has no ClusterOperator API.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<HubComponentStatus>,
+}
+
+/// How one component is doing (ours), as its ClusterOperator would say.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct HubComponentStatus {
+    /// The name of the ClusterOperator it stands for (`marketplace`,
+    /// `operator-lifecycle-manager`, ...).
+    pub name: String,
+
+    /// `Available`, `Progressing`, `Degraded` and `Upgradeable`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<crate::cluster_operator::ClusterOperatorCondition>,
+
+    /// The versions rolled out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<crate::cluster_operator::OperandVersion>,
 }
 
 /// The state of one default catalog.

@@ -78,6 +78,16 @@ const DELIBERATE: &[(&str, &str, &str, &str, &str)] = &[
         "presence",
         "Kubernetes 1.35 volume field; we build against the 1.34 API",
     ),
+    // Issue 14: where there is no ClusterOperator API, marketplace-operator
+    // reports OLM's components (the ClusterOperator conditions and versions)
+    // in the OperatorHub's status. Additive: an older CRD prunes the field.
+    (
+        "operatorhubs.config.openshift.io",
+        "v1",
+        ".status.components",
+        "presence",
+        "ours: ClusterOperator-style status where there is no ClusterOperator API",
+    ),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

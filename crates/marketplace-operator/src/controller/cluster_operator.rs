@@ -1,12 +1,15 @@
-//! The ClusterOperator status writer: where the cluster serves
-//! `clusteroperators.config.openshift.io` (OpenShift), it watches the OLM
-//! Deployments (`app.kubernetes.io/part-of=olm`) of the OLM namespace and
-//! reports marketplace and each OLM component in its ClusterOperator, as
-//! [`crate::decide::cluster_operator`] says. Elsewhere it logs once and does
-//! nothing.
+//! The ClusterOperator status writer: it watches the OLM Deployments
+//! (`app.kubernetes.io/part-of=olm`) of the OLM namespace and reports
+//! marketplace and each OLM component as [`crate::decide::cluster_operator`]
+//! says: in its ClusterOperator where the cluster serves
+//! `clusteroperators.config.openshift.io` (OpenShift), and elsewhere in the
+//! OperatorHub's `status.components` (ours).
 //!
 //! ClusterOperator is read and written as a dynamic object: we do not ship
-//! its CRD, OpenShift does.
+//! its CRD, OpenShift does. `status.components` is applied by a field
+//! manager of its own, so that the applies of `status.sources` (which leave
+//! it out) do not remove it; an older OperatorHub CRD without the field
+//! prunes it, which costs a rewrite at each wake and nothing else.
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
@@ -17,7 +20,12 @@ use kube::{
     api::{ApiResource, DynamicObject, Patch, PostParams},
     runtime::{reflector::Store, watcher},
 };
-use olm_runtime::{admin::Readiness, cache::reflect};
+use olm_api::operator_hub::{HubComponentStatus, OperatorHub, OperatorHubStatus};
+use olm_runtime::{
+    admin::Readiness,
+    apply::{FieldManager, apply_status},
+    cache::reflect,
+};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -38,23 +46,52 @@ const PLURAL: &str = "clusteroperators";
 /// that an edit by someone else is put back.
 const RESYNC: Duration = Duration::from_secs(5 * 60);
 
-/// Reports the ClusterOperators until `shutdown`, while `leading` holds
-/// `true`; returns at once when the cluster has no ClusterOperator API.
+/// How soon the report is tried again while the OperatorHub it reports into
+/// is not there yet (the OperatorHub reconcile creates it).
+const HUB_ABSENT_RETRY: Duration = Duration::from_secs(2);
+
+/// How a report went, when it did not fail.
+enum Reported {
+    Done,
+    NoOperatorHubYet,
+}
+
+/// The field manager of `status.components` on the OperatorHub.
+const COMPONENTS_FIELD_MANAGER: FieldManager = FieldManager::new("marketplace-operator-components");
+
+/// Reports the components until `shutdown`, while `leading` holds `true`:
+/// into ClusterOperators where the API exists, else into the OperatorHub
+/// `hub_name`.
 pub(super) async fn run(
     client: Client,
     olm_namespace: String,
+    hub_name: String,
     mut health: watch::Receiver<ReconcileHealth>,
     readiness: Readiness,
     mut leading: watch::Receiver<bool>,
     shutdown: CancellationToken,
 ) {
-    let Some(resource) = discover_until_answered(&client, &shutdown).await else {
-        return;
+    let sink = match discover_until_answered(&client, &shutdown).await {
+        Answer::Served(resource) => {
+            tracing::info!(namespace = %olm_namespace, "reporting OLM in ClusterOperators");
+            Sink::ClusterOperators {
+                operators: Api::all_with(client.clone(), &resource),
+                resource,
+            }
+        }
+        Answer::NotServed => {
+            tracing::info!(
+                namespace = %olm_namespace,
+                operatorhub = %hub_name,
+                "no {PLURAL}.{GROUP} API in this cluster; reporting OLM in the OperatorHub's status.components"
+            );
+            Sink::OperatorHub {
+                hubs: Api::all(client.clone()),
+                name: hub_name,
+            }
+        }
+        Answer::ShuttingDown => return,
     };
-    tracing::info!(
-        namespace = %olm_namespace,
-        "reporting OLM in ClusterOperators"
-    );
     let changed = Arc::new(Notify::new());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &olm_namespace);
     let cache = reflect(
@@ -65,8 +102,7 @@ pub(super) async fn run(
     );
     let watch = tokio::spawn(cache.task);
     let reporter = Reporter {
-        operators: Api::all_with(client, &resource),
-        resource,
+        sink,
         store: cache.store,
     };
     tokio::select! {
@@ -78,21 +114,20 @@ pub(super) async fn run(
     watch.abort();
 }
 
+/// What discovery said of the ClusterOperator API.
+enum Answer {
+    Served(ApiResource),
+    NotServed,
+    ShuttingDown,
+}
+
 /// Asks discovery for ClusterOperator until it answers, yes or no.
-async fn discover_until_answered(
-    client: &Client,
-    shutdown: &CancellationToken,
-) -> Option<ApiResource> {
+async fn discover_until_answered(client: &Client, shutdown: &CancellationToken) -> Answer {
     let mut failures = 0u32;
     loop {
         match discover(client).await {
-            Ok(Some(resource)) => return Some(resource),
-            Ok(None) => {
-                tracing::info!(
-                    "no {PLURAL}.{GROUP} API in this cluster; not reporting ClusterOperator status"
-                );
-                return None;
-            }
+            Ok(Some(resource)) => return Answer::Served(resource),
+            Ok(None) => return Answer::NotServed,
             Err(error) => {
                 failures = failures.saturating_add(1);
                 tracing::warn!(
@@ -102,7 +137,7 @@ async fn discover_until_answered(
             }
         }
         tokio::select! {
-            () = shutdown.cancelled() => return None,
+            () = shutdown.cancelled() => return Answer::ShuttingDown,
             () = tokio::time::sleep(backoff(failures)) => {}
         }
     }
@@ -122,9 +157,22 @@ async fn discover(client: &Client) -> Result<Option<ApiResource>, Error> {
     }
 }
 
+/// Where the statuses go.
+enum Sink {
+    /// One ClusterOperator per name (OpenShift).
+    ClusterOperators {
+        operators: Api<DynamicObject>,
+        resource: ApiResource,
+    },
+    /// One `status.components` entry per name on the OperatorHub.
+    OperatorHub {
+        hubs: Api<OperatorHub>,
+        name: String,
+    },
+}
+
 struct Reporter {
-    operators: Api<DynamicObject>,
-    resource: ApiResource,
+    sink: Sink,
     store: Store<Deployment>,
 }
 
@@ -141,10 +189,11 @@ impl Reporter {
             let delay = if *leading.borrow_and_update() {
                 let marketplace = health.borrow_and_update().clone();
                 match self.report(&marketplace).await {
-                    Ok(()) => {
+                    Ok(Reported::Done) => {
                         failures_in_a_row = 0;
                         RESYNC
                     }
+                    Ok(Reported::NoOperatorHubYet) => HUB_ABSENT_RETRY,
                     Err(error) => {
                         failures_in_a_row = failures_in_a_row.saturating_add(1);
                         tracing::warn!(
@@ -168,7 +217,7 @@ impl Reporter {
     }
 
     #[tracing::instrument(skip_all)]
-    async fn report(&self, marketplace: &ReconcileHealth) -> Result<(), Error> {
+    async fn report(&self, marketplace: &ReconcileHealth) -> Result<Reported, Error> {
         let deployments: BTreeMap<Component, DeploymentObservation> = self
             .store
             .state()
@@ -179,84 +228,151 @@ impl Reporter {
                 Some((component, observe(deployment)))
             })
             .collect();
-        let mut reported = BTreeMap::new();
-        for component in deployments.keys() {
-            let name = component.cluster_operator();
-            if !reported.contains_key(name) {
-                reported.insert(name.to_owned(), self.current_status(name).await?);
-            }
-        }
-        let desired = cluster_operator_statuses(&Observed {
-            deployments: &deployments,
-            reported: &reported,
-            marketplace,
-            now: Timestamp::now(),
-        });
-        for (name, status) in desired {
-            if reported.get(&name) != Some(&status) {
-                self.write_status(&name, &status).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The status the ClusterOperator `name` reports now; creates it (with
-    /// an empty spec, as OpenShift's operators do) when absent.
-    async fn current_status(&self, name: &str) -> Result<ClusterOperatorStatus, Error> {
-        let write_error = |verb, source| Error::WriteClusterOperator {
-            verb,
-            name: name.to_owned(),
-            source,
-        };
-        let existing = match self.operators.get_opt(name).await {
-            Ok(existing) => existing,
-            Err(source) => return Err(write_error("get", source)),
-        };
-        let object = match existing {
-            Some(object) => object,
-            None => {
-                let mut object = DynamicObject::new(name, &self.resource);
-                object.data = json!({ "spec": {} });
-                let params = PostParams {
-                    field_manager: Some(FIELD_MANAGER.as_str().to_owned()),
-                    ..PostParams::default()
-                };
-                match self.operators.create(&params, &object).await {
-                    Ok(created) => {
-                        tracing::info!(clusteroperator = name, "created the ClusterOperator");
-                        created
+        match &self.sink {
+            Sink::ClusterOperators {
+                operators,
+                resource,
+            } => {
+                let mut reported = BTreeMap::new();
+                for component in deployments.keys() {
+                    let name = component.cluster_operator();
+                    if !reported.contains_key(name) {
+                        let status = current_status(operators, resource, name).await?;
+                        reported.insert(name.to_owned(), status);
                     }
-                    Err(kube::Error::Api(status)) if status.is_already_exists() => object,
-                    Err(source) => return Err(write_error("create", source)),
+                }
+                let desired = cluster_operator_statuses(&Observed {
+                    deployments: &deployments,
+                    reported: &reported,
+                    marketplace,
+                    now: Timestamp::now(),
+                });
+                for (name, status) in desired {
+                    if reported.get(&name) != Some(&status) {
+                        write_status(operators, resource, &name, &status).await?;
+                    }
                 }
             }
-        };
-        // A status this service cannot read is one it writes anew.
-        Ok(object
-            .data
-            .get("status")
-            .and_then(|status| serde_json::from_value(status.clone()).ok())
-            .unwrap_or_default())
+            Sink::OperatorHub { hubs, name } => {
+                let read_error = |source| Error::WriteClusterOperator {
+                    verb: "read the OperatorHub for",
+                    name: name.clone(),
+                    source,
+                };
+                // The OperatorHub reconcile creates it.
+                let Some(hub) = hubs.get_opt(name).await.map_err(read_error)? else {
+                    return Ok(Reported::NoOperatorHubYet);
+                };
+                let reported: BTreeMap<String, ClusterOperatorStatus> = hub
+                    .status
+                    .map(|status| status.components)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|c| {
+                        let status = ClusterOperatorStatus {
+                            conditions: c.conditions,
+                            versions: c.versions,
+                        };
+                        (c.name, status)
+                    })
+                    .collect();
+                let desired = cluster_operator_statuses(&Observed {
+                    deployments: &deployments,
+                    reported: &reported,
+                    marketplace,
+                    now: Timestamp::now(),
+                });
+                if desired != reported {
+                    let status = OperatorHubStatus {
+                        components: desired
+                            .into_iter()
+                            .map(|(name, status)| HubComponentStatus {
+                                name,
+                                conditions: status.conditions,
+                                versions: status.versions,
+                            })
+                            .collect(),
+                        ..OperatorHubStatus::default()
+                    };
+                    apply_status(hubs, &COMPONENTS_FIELD_MANAGER, name, &status)
+                        .await
+                        .map_err(|source| Error::WriteHubComponents {
+                            name: name.clone(),
+                            source,
+                        })?;
+                    tracing::info!(operatorhub = %name, "wrote the OLM components' status");
+                }
+            }
+        }
+        Ok(Reported::Done)
     }
+}
 
-    async fn write_status(&self, name: &str, status: &ClusterOperatorStatus) -> Result<(), Error> {
-        let body = json!({
-            "apiVersion": self.resource.api_version,
-            "kind": self.resource.kind,
-            "metadata": { "name": name },
-            "status": status,
-        });
-        self.operators
-            .patch_status(name, &FIELD_MANAGER.status_params(), &Patch::Apply(&body))
-            .await
-            .map_err(|source| Error::WriteClusterOperator {
-                verb: "apply status of",
-                name: name.to_owned(),
-                source,
-            })?;
-        tracing::info!(clusteroperator = name, "wrote the ClusterOperator status");
-        Ok(())
-    }
+/// The status the ClusterOperator `name` reports now; creates it (with
+/// an empty spec, as OpenShift's operators do) when absent.
+async fn current_status(
+    operators: &Api<DynamicObject>,
+    resource: &ApiResource,
+    name: &str,
+) -> Result<ClusterOperatorStatus, Error> {
+    let write_error = |verb, source| Error::WriteClusterOperator {
+        verb,
+        name: name.to_owned(),
+        source,
+    };
+    let existing = match operators.get_opt(name).await {
+        Ok(existing) => existing,
+        Err(source) => return Err(write_error("get", source)),
+    };
+    let object = match existing {
+        Some(object) => object,
+        None => {
+            let mut object = DynamicObject::new(name, resource);
+            object.data = json!({ "spec": {} });
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.as_str().to_owned()),
+                ..PostParams::default()
+            };
+            match operators.create(&params, &object).await {
+                Ok(created) => {
+                    tracing::info!(clusteroperator = name, "created the ClusterOperator");
+                    created
+                }
+                Err(kube::Error::Api(status)) if status.is_already_exists() => object,
+                Err(source) => return Err(write_error("create", source)),
+            }
+        }
+    };
+    // A status this service cannot read is one it writes anew.
+    Ok(object
+        .data
+        .get("status")
+        .and_then(|status| serde_json::from_value(status.clone()).ok())
+        .unwrap_or_default())
+}
+
+async fn write_status(
+    operators: &Api<DynamicObject>,
+    resource: &ApiResource,
+    name: &str,
+    status: &ClusterOperatorStatus,
+) -> Result<(), Error> {
+    let body = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": { "name": name },
+        "status": status,
+    });
+    operators
+        .patch_status(name, &FIELD_MANAGER.status_params(), &Patch::Apply(&body))
+        .await
+        .map_err(|source| Error::WriteClusterOperator {
+            verb: "apply status of",
+            name: name.to_owned(),
+            source,
+        })?;
+    tracing::info!(clusteroperator = name, "wrote the ClusterOperator status");
+    Ok(())
 }
 
 fn observe(deployment: &Deployment) -> DeploymentObservation {

@@ -146,6 +146,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Applying the OLM components' status to the OperatorHub failed.
+    #[error("cannot write the OLM components' status to OperatorHub {name}")]
+    WriteHubComponents {
+        /// The OperatorHub's name.
+        name: String,
+        /// The failure.
+        #[source]
+        source: olm_runtime::Error,
+    },
     /// A watch stopped before its first list.
     #[error("the {kind} cache stopped before it filled")]
     CacheStopped {
@@ -162,16 +171,18 @@ impl Error {
             | Self::WriteCatalog { source, .. }
             | Self::DiscoverClusterOperators { source }
             | Self::WriteClusterOperator { source, .. } => kube_error_category(source),
-            Self::WriteStatus { source, .. } => source.category(),
+            Self::WriteStatus { source, .. } | Self::WriteHubComponents { source, .. } => {
+                source.category()
+            }
             Self::CacheStopped { .. } => "cache_stopped",
         }
     }
 }
 
 /// Runs the controller until `shutdown`; it reconciles only while `leading`
-/// holds `true`, and sets `readiness` gates once its caches are warm. Where
-/// the cluster serves ClusterOperators it reports them too, on the same
-/// terms.
+/// holds `true`, and sets `readiness` gates once its caches are warm. It
+/// reports OLM's components on the same terms: in ClusterOperators where the
+/// cluster serves them, else in the OperatorHub's `status.components`.
 pub async fn run(
     client: Client,
     config: MarketplaceConfig,
@@ -184,6 +195,7 @@ pub async fn run(
     let cluster_operators = tokio::spawn(cluster_operator::run(
         client.clone(),
         config.olm_namespace.clone(),
+        config.operator_hub_name.clone(),
         health_rx,
         readiness.clone(),
         leading.clone(),

@@ -194,7 +194,10 @@ impl Reconciler {
             return Ok(());
         }
         let name = hub.name_any();
-        let status = OperatorHubStatus { sources };
+        let status = OperatorHubStatus {
+            sources,
+            ..OperatorHubStatus::default()
+        };
         let error = match apply_status(&self.hubs, &FIELD_MANAGER, &name, &status).await {
             Ok(_) => return Ok(()),
             Err(error) => error,
@@ -231,6 +234,7 @@ impl Reconciler {
         }
         let minimal = OperatorHubStatus {
             sources: minimal_status_sources(&status.sources),
+            ..OperatorHubStatus::default()
         };
         apply_status(&self.hubs, &FIELD_MANAGER, &name, &minimal)
             .await

@@ -12,9 +12,10 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use olm_api::conditions::{self, FALSE, StatusCondition, TRUE};
-use serde::{Deserialize, Serialize};
+pub use olm_api::cluster_operator::{
+    ClusterOperatorCondition, ClusterOperatorStatus, OperandVersion,
+};
+use olm_api::conditions::{self, FALSE, TRUE};
 
 /// The pod template label that names the version a Deployment runs.
 pub const VERSION_LABEL: &str = "app.kubernetes.io/version";
@@ -149,89 +150,13 @@ pub struct ReconcileHealth {
     pub last_error: Option<String>,
 }
 
-/// One condition of a ClusterOperator (`config.openshift.io/v1`
-/// `ClusterOperatorStatusCondition`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterOperatorCondition {
-    /// `Available`, `Progressing`, `Degraded`, `Upgradeable`, ...
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// When `status` last changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<Time>,
-    /// Why, in CamelCase.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Why, for people.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-impl ClusterOperatorCondition {
-    fn new(type_: &str, status: &str, reason: &str, message: String) -> Self {
-        Self {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            last_transition_time: None,
-            reason: Some(reason.to_owned()),
-            message: Some(message),
-        }
-    }
-}
-
-impl StatusCondition for ClusterOperatorCondition {
-    fn condition_type(&self) -> &str {
-        &self.type_
-    }
-
-    fn condition_status(&self) -> &str {
-        &self.status
-    }
-
-    fn last_transition_time(&self) -> Option<Timestamp> {
-        self.last_transition_time.as_ref().map(|time| time.0)
-    }
-
-    fn set_last_transition_time(&mut self, at: Timestamp) {
-        self.last_transition_time = Some(Time(at));
-    }
-
-    fn clear_timestamps(&mut self) {
-        self.last_transition_time = None;
-    }
-}
-
-/// One entry of `status.versions`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OperandVersion {
-    /// `operator` for the operator itself.
-    pub name: String,
-    /// The version it has rolled out.
-    pub version: String,
-}
-
-/// The part of a ClusterOperator's `status` this service owns.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterOperatorStatus {
-    /// The four conditions.
-    #[serde(default)]
-    pub conditions: Vec<ClusterOperatorCondition>,
-    /// The `operator` version, once rolled out.
-    #[serde(default)]
-    pub versions: Vec<OperandVersion>,
-}
-
-impl ClusterOperatorStatus {
-    /// The `operator` version reported.
-    pub fn operator_version(&self) -> Option<&str> {
-        self.versions
-            .iter()
-            .find(|v| v.name == OPERATOR_VERSION_NAME)
-            .map(|v| v.version.as_str())
-    }
+/// The `operator` version a status reports.
+pub fn operator_version(status: &ClusterOperatorStatus) -> Option<&str> {
+    status
+        .versions
+        .iter()
+        .find(|v| v.name == OPERATOR_VERSION_NAME)
+        .map(|v| v.version.as_str())
 }
 
 /// What [`cluster_operator_statuses`] reads.
@@ -278,7 +203,7 @@ fn operator_status(
     marketplace: Option<&ReconcileHealth>,
     now: Timestamp,
 ) -> ClusterOperatorStatus {
-    let reported_version = reported.and_then(ClusterOperatorStatus::operator_version);
+    let reported_version = reported.and_then(operator_version);
     // The version the operator is going to: its own Deployment's, else that
     // of any component folded into it.
     let target_version = components
@@ -578,7 +503,7 @@ mod tests {
                 condition(status, PROGRESSING).status.as_str(),
                 condition(status, DEGRADED).status.as_str(),
                 condition(status, UPGRADEABLE).status.as_str(),
-                status.operator_version(),
+                operator_version(status),
             );
             assert_eq!(
                 seen,
@@ -649,7 +574,7 @@ mod tests {
         assert_eq!(names, ["marketplace", "operator-lifecycle-manager-catalog"]);
         let catalog = &statuses["operator-lifecycle-manager-catalog"];
         assert_eq!(
-            catalog.operator_version(),
+            operator_version(catalog),
             None,
             "not reported until bundle-unpacker has rolled out too"
         );

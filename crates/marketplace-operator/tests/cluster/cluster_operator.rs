@@ -1,4 +1,5 @@
-//! ClusterOperator status, with and without the ClusterOperator API.
+//! ClusterOperator status, with the ClusterOperator API, and in the
+//! OperatorHub's `status.components` without it.
 //!
 //! The ClusterOperator CRD is cluster-wide and the control plane is shared
 //! by the whole test binary, so the two tests here take turns (one installs
@@ -242,8 +243,48 @@ async fn olm_deployments_are_reported_in_cluster_operators() {
     service.stop().await;
 }
 
+/// `(Available, Progressing, Degraded, operator version)`.
+type Summary = (String, String, String, String);
+
+/// The [`Summary`] of component `name` in the OperatorHub's
+/// `status.components`, and how many sources `status.sources` lists.
+fn hub_component_summary(
+    hub: &olm_api::operator_hub::OperatorHub,
+    name: &str,
+) -> Result<(Summary, usize), String> {
+    let status = hub.status.clone().unwrap_or_default();
+    let component = status
+        .components
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| format!("no component {name} in {:?}", status.components))?;
+    let condition = |type_: &str| {
+        component
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.status.clone())
+            .unwrap_or_default()
+    };
+    let version = component
+        .versions
+        .iter()
+        .find(|v| v.name == "operator")
+        .map(|v| v.version.clone())
+        .unwrap_or_default();
+    Ok((
+        (
+            condition("Available"),
+            condition("Progressing"),
+            condition("Degraded"),
+            version,
+        ),
+        status.sources.len(),
+    ))
+}
+
 #[tokio::test]
-async fn without_the_cluster_operator_api_nothing_is_reported_and_the_service_works() {
+async fn without_the_cluster_operator_api_the_operator_hub_reports_the_components() {
     let _turn = CLUSTER_OPERATOR_API.lock().await;
     crds_installed().await;
     let plane = olm_testkit::control_plane();
@@ -272,17 +313,51 @@ async fn without_the_cluster_operator_api_nothing_is_reported_and_the_service_wo
     ))
     .await;
     let hubs: Api<olm_api::operator_hub::OperatorHub> = Api::all(client.clone());
-    eventually("OperatorHub status written", WAIT, || async {
-        let hub = hubs
-            .get_opt(&service.hub_name)
+    let hub = || async {
+        hubs.get_opt(&service.hub_name)
             .await
             .map_err(|e| e.to_string())?
-            .ok_or("no OperatorHub yet")?;
-        let sources = hub.status.map(|s| s.sources).unwrap_or_default();
-        if sources.len() == 1 && sources[0].status.as_deref() == Some("Success") {
-            Ok(())
-        } else {
-            Err(format!("{sources:?}"))
+            .ok_or_else(|| "no OperatorHub yet".to_owned())
+    };
+    let want = (
+        "True".to_owned(),
+        "False".to_owned(),
+        "False".to_owned(),
+        "0.1.0-fixture-olm".to_owned(),
+    );
+    eventually(
+        "the components and the sources on the OperatorHub",
+        WAIT,
+        || async {
+            match hub_component_summary(&hub().await?, "operator-lifecycle-manager")? {
+                (summary, 1) if summary == want => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+
+    // A change of sources is applied by another field manager: the
+    // components stay.
+    crate::marketplace::patch_hub(
+        &client,
+        &service.hub_name,
+        json!({"disableAllDefaultSources": true}),
+    )
+    .await;
+    eventually("the source disabled, the components kept", WAIT, || async {
+        let hub = hub().await?;
+        let disabled = hub
+            .status
+            .as_ref()
+            .and_then(|s| s.sources.first())
+            .and_then(|s| s.disabled);
+        match (
+            disabled,
+            hub_component_summary(&hub, "operator-lifecycle-manager")?,
+        ) {
+            (Some(true), (summary, 1)) if summary == want => Ok(()),
+            other => Err(format!("{other:?}")),
         }
     })
     .await;

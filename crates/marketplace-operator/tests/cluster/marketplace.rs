@@ -107,7 +107,7 @@ fn is_managed(catalog: &CatalogSource) -> bool {
         && annotation(olm_api::labels::PROMOTION_GUARD) == Some("true")
 }
 
-async fn patch_hub(client: &Client, hub: &str, spec: serde_json::Value) {
+pub(crate) async fn patch_hub(client: &Client, hub: &str, spec: serde_json::Value) {
     let hubs: Api<OperatorHub> = Api::all(client.clone());
     hubs.patch(
         hub,

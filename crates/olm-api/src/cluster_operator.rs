@@ -1,0 +1,87 @@
+//! The status an OpenShift ClusterOperator (`config.openshift.io/v1`)
+//! reports, the part OLM's components write: conditions and versions.
+//! marketplace-operator writes it into the ClusterOperators where the
+//! cluster serves that API, and into the OperatorHub's `status.components`
+//! (ours) elsewhere. We do not ship the ClusterOperator CRD: OpenShift does.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::conditions::StatusCondition;
+
+/// One condition (`ClusterOperatorStatusCondition`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterOperatorCondition {
+    /// `Available`, `Progressing`, `Degraded`, `Upgradeable`, ...
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// When `status` last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// Why, in CamelCase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl ClusterOperatorCondition {
+    /// A condition with no transition time yet.
+    pub fn new(type_: &str, status: &str, reason: &str, message: String) -> Self {
+        Self {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            last_transition_time: None,
+            reason: Some(reason.to_owned()),
+            message: Some(message),
+        }
+    }
+}
+
+impl StatusCondition for ClusterOperatorCondition {
+    fn condition_type(&self) -> &str {
+        &self.type_
+    }
+
+    fn condition_status(&self) -> &str {
+        &self.status
+    }
+
+    fn last_transition_time(&self) -> Option<Timestamp> {
+        self.last_transition_time.as_ref().map(|time| time.0)
+    }
+
+    fn set_last_transition_time(&mut self, at: Timestamp) {
+        self.last_transition_time = Some(Time(at));
+    }
+
+    fn clear_timestamps(&mut self) {
+        self.last_transition_time = None;
+    }
+}
+
+/// One entry of `status.versions` (`OperandVersion`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OperandVersion {
+    /// `operator` for the operator itself.
+    pub name: String,
+    /// The version it has rolled out.
+    pub version: String,
+}
+
+/// The part of a ClusterOperator's `status` OLM owns.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClusterOperatorStatus {
+    /// The conditions.
+    #[serde(default)]
+    pub conditions: Vec<ClusterOperatorCondition>,
+    /// The versions rolled out.
+    #[serde(default)]
+    pub versions: Vec<OperandVersion>,
+}
