@@ -579,8 +579,8 @@ mod on_a_real_node {
     use olm_e2e::{
         eventually,
         harness::{
-            ServiceOptions, create_operator_group, create_subscription, create_subscription_with,
-            describe, init_logs, start_services_with, wait_installed,
+            ServiceOptions, create_operator_group, create_subscription, describe, init_logs,
+            start_services_with, wait_installed,
         },
         workspace_binary,
     };
@@ -593,6 +593,27 @@ mod on_a_real_node {
 
     /// How long a step on the real node may take.
     const NODE_WAIT: Duration = Duration::from_secs(240);
+
+    /// Runs the built `kubectl-olm` with `args` in `namespace`: (exit
+    /// status, stdout, stderr).
+    async fn kubectl_olm(namespace: &str, args: &[&str]) -> (i32, String, String) {
+        let mut command = std::process::Command::new(workspace_binary("kubectl-olm"));
+        command
+            .args(args)
+            .arg("-n")
+            .arg(namespace)
+            .arg("--kubeconfig")
+            .arg(olm_testkit::control_plane().kubeconfig_path());
+        let out = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .unwrap()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
 
     /// The tag of the example catalog the chart's default catalog serves
     /// (the adopted namespace's catalog serves `latest`).
@@ -1195,29 +1216,35 @@ mod on_a_real_node {
         .await;
         assert!(manifests.contains("example-operator"), "{manifests}");
 
-        // An operator, installed end to end by the chart-installed OLM.
+        // An operator, installed end to end by the chart-installed OLM, as
+        // an admin would: found with `kubectl olm search` (PackageManifests
+        // through the aggregator) and installed with `kubectl olm install`,
+        // which reads the catalog and default channel from them.
         let ns = plane.namespace("helm-e2e").await;
         let namespace = ns.name();
-        create_operator_group(&client, namespace, json!({})).await;
+        let found = kubectl_olm(namespace, &["search", "example"]).await;
+        assert_eq!(found.0, 0, "{found:?}");
+        assert!(
+            found.1.lines().any(|l| l.starts_with("example-operator")
+                && l.contains("example-catalog")
+                && l.contains("stable")),
+            "{found:?}"
+        );
         let operator_started = Instant::now();
-        create_subscription_with(
-            &client,
+        let install = kubectl_olm(
             namespace,
-            example::PACKAGE,
-            "example-catalog",
-            json!({"sourceNamespace": NAMESPACE}),
-        )
-        .await;
-        let installed = tokio::time::timeout(
-            NODE_WAIT,
-            wait_installed(
-                &client,
-                namespace,
+            &[
+                "install",
                 example::PACKAGE,
-                "example-operator.v0.1.0",
-            ),
+                "--create-operator-group",
+                "--wait",
+                "--timeout",
+                "240",
+            ],
         )
         .await;
+        let installed: Result<(), ()> = if install.0 == 0 { Ok(()) } else { Err(()) };
+        eprintln!("kubectl olm install:\n{}{}", install.1, install.2);
         if installed.is_err() {
             panic!(
                 "example-operator.v0.1.0 not installed through the chart's OLM:\n{}\n{}",

@@ -1,30 +1,31 @@
-//! `kubectl-olm`: a kubectl plugin for OLM. Today it has one command,
-//! `resolve` (alias `preview`): an offline dry run of what OLM's resolver
-//! would install or upgrade in a namespace, or why it cannot, from catalogs
-//! (file-based catalog directories or registry addresses) and a state file of
-//! the namespace's CSVs and Subscriptions.
+//! `kubectl-olm`: a kubectl plugin for OLM, the admin's tool for day-2
+//! work. Against a live cluster (through the kubeconfig, as kubectl):
+//! `search`, `install`, `status`, `approve`, `upgrade`, `uninstall`.
+//! Offline: `resolve` (alias `preview`), a dry run of OLM's resolver over
+//! catalogs and a state file.
 //!
-//! It talks to no cluster; it depends on the library crates only
-//! (`olm-catalog`, `olm-registry`, `olm-resolver`), never on a service crate.
+//! It depends on the library crates only (`olm-api`, `olm-catalog`,
+//! `olm-registry`, `olm-resolver`), never on a service crate: it talks to
+//! the services through the Kubernetes objects they watch, as a user does.
+//! Its rules (stages, health, what to delete) are pure functions in
+//! [`decide`]; the commands read the cluster, call them, and act.
 
+mod cluster;
+mod commands;
+mod decide;
+mod failure;
+mod output;
 mod sources;
 mod state;
 
-use std::{collections::HashSet, io::Write, path::PathBuf, process::ExitCode, sync::Arc};
+use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
-use olm_resolver::{NamespaceState, ResolveError, ResolveRequest, resolve};
-use serde::Serialize;
+use clap::{Parser, Subcommand};
 
-/// Exit status when the namespace cannot be resolved (the explanation is
-/// printed on standard output).
-const EXIT_UNRESOLVABLE: u8 = 3;
-/// Exit status for unusable input.
-const EXIT_INPUT: u8 = 2;
+use crate::failure::{EXIT_CODES_HELP, exit_code};
 
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-olm", version, about = "OLM from kubectl")]
+#[command(name = "kubectl-olm", version, about = "OLM from kubectl", after_help = EXIT_CODES_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,154 +33,68 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Preview OLM's resolution of a namespace: the bundles it would install
-    /// or upgrade to, or the constraints that conflict.
-    #[command(visible_alias = "preview")]
-    Resolve(ResolveArgs),
+    /// Preview OLM's resolution of a namespace offline: the bundles it would
+    /// install or upgrade to, or the constraints that conflict.
+    #[command(visible_alias = "preview", after_help = EXIT_CODES_HELP)]
+    Resolve(commands::resolve::ResolveArgs),
+    /// Find operators in the cluster's catalogs.
+    #[command(visible_alias = "list-available", after_help = commands::search::HELP)]
+    Search(commands::search::Args),
+    /// Install an operator from a catalog.
+    #[command(after_help = commands::install::HELP)]
+    Install(commands::install::Args),
+    /// Show the health of installed operators.
+    #[command(after_help = commands::status::HELP)]
+    Status(commands::status::Args),
+    /// Approve an InstallPlan waiting for manual approval.
+    #[command(after_help = commands::approve::HELP)]
+    Approve(commands::approve::Args),
+    /// Upgrade an operator to the update OLM found for it.
+    #[command(after_help = commands::upgrade::HELP)]
+    Upgrade(commands::upgrade::Args),
+    /// Remove an installed operator.
+    #[command(after_help = commands::uninstall::HELP)]
+    Uninstall(commands::uninstall::Args),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Output {
-    Yaml,
-    Json,
-}
-
-#[derive(Debug, clap::Args)]
-struct ResolveArgs {
-    /// A catalog: NAMESPACE/NAME=SOURCE, where SOURCE is a file-based catalog
-    /// directory or a registry address (grpc://host:port). Priority and
-    /// health come from the matching CatalogSource in the state file.
-    #[arg(long = "catalog", value_parser = sources::parse_catalog_arg, required = true, env = "KUBECTL_OLM_CATALOGS", value_delimiter = ',')]
-    catalogs: Vec<sources::CatalogArg>,
-    /// The namespace state: YAML of ClusterServiceVersions, Subscriptions,
-    /// CatalogSources and the OperatorGroup (several documents or a List).
-    #[arg(long, env = "KUBECTL_OLM_STATE")]
-    state: PathBuf,
-    /// The namespace to resolve (default: the first namespaced object's).
-    #[arg(short, long, env = "KUBECTL_OLM_NAMESPACE")]
-    namespace: Option<String>,
-    /// The global catalog namespace.
-    #[arg(long, default_value = "olm", env = "KUBECTL_OLM_GLOBAL_NAMESPACE")]
-    global_namespace: String,
-    /// Treat a catalog (NAMESPACE/NAME) as unhealthy.
-    #[arg(
-        long = "unhealthy",
-        env = "KUBECTL_OLM_UNHEALTHY",
-        value_delimiter = ','
-    )]
-    unhealthy: Vec<String>,
-    /// Output format.
-    #[arg(
-        short,
-        long,
-        value_enum,
-        default_value = "yaml",
-        env = "KUBECTL_OLM_OUTPUT"
-    )]
-    output: Output,
-}
-
-/// What `resolve` prints.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase", tag = "decision")]
-enum Report {
-    /// Resolution succeeded.
-    #[serde(rename = "Resolved")]
-    Resolved(olm_resolver::Resolution),
-    /// Resolution failed: the ResolutionFailed condition upstream would set.
-    #[serde(rename = "ResolutionFailed", rename_all = "camelCase")]
-    Failed {
-        namespace: String,
-        reason: &'static str,
-        message: String,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
-        conflicts: Vec<olm_resolver::Conflict>,
-    },
-}
-
-fn run_resolve(args: &ResolveArgs) -> Result<(Report, bool)> {
-    let text = state::read_state_file(&args.state, state::MAX_STATE_BYTES)?;
-    let file = state::parse_state(&text).with_context(|| format!("{}", args.state.display()))?;
-    let namespace =
-        args.namespace.clone().or(file.namespace.clone()).context(
-            "no namespace: pass --namespace or put namespaced objects in the state file",
-        )?;
-    let unhealthy: HashSet<&str> = args.unhealthy.iter().map(String::as_str).collect();
-    let mut catalogs = Vec::with_capacity(args.catalogs.len());
-    for arg in &args.catalogs {
-        let source = file
-            .catalog_sources
-            .iter()
-            .find(|c| c.name == arg.name && c.namespace == arg.namespace);
-        let priority = source.map_or(0, |s| s.priority);
-        let healthy = source.is_none_or(|s| s.healthy)
-            && !unhealthy.contains(format!("{}/{}", arg.namespace, arg.name).as_str());
-        catalogs.push(Arc::new(sources::load(arg, priority, healthy)?));
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        // Offline, with a runtime of its own for registry reads.
+        Command::Resolve(args) => commands::resolve::run(&args),
+        Command::Search(args) => commands::search::run(&args).await,
+        Command::Install(args) => commands::install::run(&args).await,
+        Command::Status(args) => commands::status::run(&args).await,
+        Command::Approve(args) => commands::approve::run(&args).await,
+        Command::Upgrade(args) => commands::upgrade::run(&args).await,
+        Command::Uninstall(args) => commands::uninstall::run(&args).await,
     }
-    let state = NamespaceState {
-        namespace: namespace.clone(),
-        csvs: file.csvs.get(&namespace).cloned().unwrap_or_default(),
-        subscriptions: file
-            .subscriptions
-            .get(&namespace)
-            .cloned()
-            .unwrap_or_default(),
-    };
-    let request = ResolveRequest {
-        state: &state,
-        catalogs: &catalogs,
-        global_namespace: &args.global_namespace,
-        exclude_global: file.exclude_global.contains(&namespace),
-    };
-    Ok(match resolve(&request) {
-        Ok(resolution) => (Report::Resolved(resolution), true),
-        Err(e) => {
-            let conflicts = match &e {
-                ResolveError::NotSatisfiable { conflicts } => conflicts.clone(),
-                _ => Vec::new(),
-            };
-            (
-                Report::Failed {
-                    namespace,
-                    reason: e.reason(),
-                    message: e.to_string(),
-                    conflicts,
-                },
-                false,
-            )
-        }
-    })
-}
-
-fn print(report: &Report, output: Output) -> Result<()> {
-    let text = match output {
-        Output::Yaml => serde_yaml_ng::to_string(report)?,
-        Output::Json => serde_json::to_string_pretty(report)? + "\n",
-    };
-    std::io::stdout().write_all(text.as_bytes())?;
-    Ok(())
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Resolve(args) => match run_resolve(&args) {
-            Ok((report, resolved)) => {
-                if let Err(e) = print(&report, args.output) {
-                    eprintln!("error: {e:#}");
-                    return ExitCode::from(EXIT_INPUT);
-                }
-                if resolved {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(EXIT_UNRESOLVABLE)
-                }
-            }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::from(EXIT_INPUT)
-            }
-        },
+    if let Command::Resolve(args) = &cli.command {
+        return finish(commands::resolve::run(args));
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start: {error}");
+            return ExitCode::from(failure::EXIT_FAILED);
+        }
+    };
+    finish(runtime.block_on(run(cli.command)))
+}
+
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::from(failure::EXIT_OK),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(exit_code(&error))
+        }
     }
 }
 

@@ -1,0 +1,327 @@
+//! `kubectl olm` against a real control plane with OLM's services running
+//! in-process: an admin's day with one operator, from install to uninstall,
+//! through the built `kubectl-olm` binary only (as a user runs it), each
+//! step checked in its output, its exit status and the cluster.
+
+// Test helpers: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::process::Output;
+
+use k8s_openapi::{
+    api::apps::v1::Deployment,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api,
+    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams},
+};
+use olm_api::{
+    csv::ClusterServiceVersion, install_plan::InstallPlan, operator::Operator,
+    operator_group::OperatorGroup, subscription::Subscription,
+};
+use olm_e2e::{
+    eventually,
+    harness::{
+        BundleSpec, ServiceOptions, Setup, WAIT, create_catalog, point_catalog, publish,
+        serve_bundles, start_services_with,
+    },
+    workspace_binary,
+};
+use serde_json::json;
+
+/// Runs `kubectl-olm ARGS -n NAMESPACE` against the control plane.
+fn kubectl_olm(namespace: &str, args: &[&str]) -> Output {
+    let plane = olm_testkit::control_plane();
+    std::process::Command::new(workspace_binary("kubectl-olm"))
+        .args(args)
+        .arg("-n")
+        .arg(namespace)
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig_path())
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8], namespace: &str) -> String {
+    String::from_utf8_lossy(bytes).replace(namespace, "NS")
+}
+
+/// Runs a command on a blocking thread (the binary talks to the control
+/// plane while the in-process services need this runtime).
+async fn run(namespace: &str, args: &[&str]) -> (i32, String, String) {
+    let namespace = namespace.to_owned();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = kubectl_olm(&namespace, &args);
+        (
+            out.status.code().unwrap_or(-1),
+            text(&out.stdout, &namespace),
+            text(&out.stderr, &namespace),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+async fn names<K>(api: &Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.meta().name.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_operator_is_installed_approved_upgraded_and_uninstalled_with_kubectl_olm() {
+    let setup = Setup::new("kubectl-olm").await;
+    let ns = setup.namespace();
+    let host = setup.registry.host();
+    let v1 = BundleSpec::new(&setup.group, "1.0.0");
+    let v2 = BundleSpec::new(&setup.group, "2.0.0").replaces("gadgets.v1.0.0");
+    let (b1, i1) = publish(&host, &v1).await;
+    let (b2, i2) = publish(&host, &v2).await;
+    let (first, _first_dir) = serve_bundles(&[(&b1, &i1)]).await;
+    let (second, _second_dir) = serve_bundles(&[(&b1, &i1), (&b2, &i2)]).await;
+    let services = start_services_with(ns, &host, ServiceOptions::default()).await;
+    let catalogs = create_catalog(
+        &setup.client,
+        ns,
+        "gadgets-catalog",
+        &first.addr().to_string(),
+    )
+    .await;
+    let from_catalog = [
+        "--catalog",
+        "gadgets-catalog",
+        "--catalog-namespace",
+        ns,
+        "--channel",
+        "stable",
+    ];
+
+    // No OperatorGroup: refused, with the next step.
+    let mut install = vec!["install", "gadgets", "--approval", "Manual"];
+    install.extend(from_catalog);
+    let (code, _, err) = run(ns, &install).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("has no OperatorGroup") && err.contains("--create-operator-group"),
+        "{err}"
+    );
+    assert!(
+        names(&Api::<Subscription>::namespaced(setup.client.clone(), ns))
+            .await
+            .is_empty()
+    );
+
+    // Manual approval, not waiting: the Subscription is made, and says how
+    // to approve.
+    install.push("--create-operator-group");
+    let (code, out, err) = run(ns, &install).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out,
+        "operatorgroup NS/NS created, watching NS\n\
+         subscription NS/gadgets created: package gadgets from catalog NS/gadgets-catalog, channel stable\n\
+         approval is Manual: approve the install with `kubectl olm approve gadgets -n NS`\n\
+         follow it with `kubectl olm status gadgets -n NS`\n"
+    );
+    // Installing again is refused.
+    let (code, _, err) = run(ns, &install).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("already subscribed"), "{err}");
+
+    // Approve by package, and follow the install to Succeeded.
+    let plans: Api<InstallPlan> = Api::namespaced(setup.client.clone(), ns);
+    eventually("the first InstallPlan", WAIT, || async {
+        match names(&plans).await.as_slice() {
+            [one] => Ok(one.clone()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let (code, out, err) = run(ns, &["approve", "gadgets", "--wait", "--timeout", "120"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("installplan NS/install-")
+            && lines[0].ends_with(" approved: gadgets.v1.0.0"),
+        "{out}"
+    );
+    assert_eq!(
+        lines.last().copied(),
+        Some("gadgets installed: gadgets.v1.0.0 Succeeded in namespace NS"),
+        "{out}"
+    );
+    assert!(lines.contains(&"succeeded: gadgets.v1.0.0"), "{out}");
+    // Nothing waits now.
+    let (code, _, err) = run(ns, &["approve", "gadgets"]).await;
+    assert_eq!(code, 0, "already approved is fine: {err}");
+    let (code, out, _) = run(ns, &["upgrade", "gadgets"]).await;
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "gadgets is at the latest version its channel offers: gadgets.v1.0.0\n"
+        )
+    );
+
+    // The catalog gets v2: the upgrade waits for approval; --to a version
+    // that is not the waiting one is refused; then the upgrade goes through.
+    point_catalog(&catalogs, "gadgets-catalog", &second.addr().to_string()).await;
+    let subscriptions: Api<Subscription> = Api::namespaced(setup.client.clone(), ns);
+    eventually("the upgrade waits for approval", WAIT, || async {
+        let sub = subscriptions
+            .get("gadgets")
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = serde_json::to_value(sub.status.unwrap_or_default()).unwrap();
+        if status["state"] == "UpgradePending" && status["currentCSV"] == "gadgets.v2.0.0" {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    let (code, _, err) = run(ns, &["upgrade", "gadgets", "--to", "3.0.0"]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("installs gadgets.v2.0.0") && err.contains("not 3.0.0"),
+        "{err}"
+    );
+    let (code, out, err) = run(
+        ns,
+        &[
+            "upgrade",
+            "gadgets",
+            "--to",
+            "2.0.0",
+            "--wait",
+            "--timeout",
+            "120",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("approved: gadgets.v1.0.0 -> gadgets.v2.0.0"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("gadgets installed: gadgets.v2.0.0 Succeeded in namespace NS\n"),
+        "{out}"
+    );
+
+    // Uninstall: refused while an operand exists, then with the operand,
+    // the CRD and the OperatorGroup, leaving nothing of OLM's behind.
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&setup.group, "v1", &v2.kind()),
+        &format!("{}s", v2.singular()),
+    );
+    let operands: Api<DynamicObject> = Api::namespaced_with(setup.client.clone(), ns, &resource);
+    let mut operand = DynamicObject::new("my-gadget", &resource);
+    operand.data = json!({"spec": {}});
+    operands
+        .create(&PostParams::default(), &operand)
+        .await
+        .unwrap();
+    // Output names the namespace NS, and the CRD's group holds it.
+    let crd = v2.crd_name().replace(ns, "NS");
+    let (code, _, err) = run(ns, &["uninstall", "gadgets"]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("operands exist: 1 {crd} (NS/my-gadget)")),
+        "{err}"
+    );
+    let (code, _, err) = run(
+        ns,
+        &[
+            "uninstall",
+            "gadgets",
+            "--operand-strategy",
+            "ignore",
+            "--delete-crds",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("would delete its operands too"), "{err}");
+    let (code, out, err) = run(
+        ns,
+        &[
+            "uninstall",
+            "gadgets",
+            "--operand-strategy",
+            "delete",
+            "--delete-crds",
+            "--delete-operator-group",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.ends_with("gadgets uninstalled from namespace NS\n"),
+        "{out}"
+    );
+    for line in [
+        format!("{crd} NS/my-gadget deleted"),
+        "subscription NS/gadgets deleted".to_owned(),
+        "clusterserviceversion NS/gadgets.v2.0.0 deleted".to_owned(),
+        format!("customresourcedefinition {crd} deleted"),
+        "operatorgroup NS/NS deleted".to_owned(),
+    ] {
+        assert!(out.contains(&line), "{line} not in:\n{out}");
+    }
+    let client = &setup.client;
+    assert!(names(&subscriptions).await.is_empty());
+    assert!(names(&plans).await.is_empty(), "InstallPlans left");
+    assert!(
+        names(&Api::<OperatorGroup>::namespaced(client.clone(), ns))
+            .await
+            .is_empty()
+    );
+    assert!(
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .get_opt(&v2.crd_name())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<Operator>::all(client.clone())
+            .get_opt(&format!("gadgets.{ns}"))
+            .await
+            .unwrap()
+            .is_none(),
+        "the Operator object is left"
+    );
+    eventually(
+        "the CSVs and the operator's Deployment gone",
+        WAIT,
+        || async {
+            let csvs = names(&Api::<ClusterServiceVersion>::namespaced(
+                client.clone(),
+                ns,
+            ))
+            .await;
+            let deployments = names(&Api::<Deployment>::namespaced(client.clone(), ns)).await;
+            if csvs.is_empty() && deployments.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("CSVs {csvs:?}, Deployments {deployments:?}"))
+            }
+        },
+    )
+    .await;
+    let (code, _, err) = run(ns, &["uninstall", "gadgets"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no Subscription for package gadgets"), "{err}");
+    services.stop().await;
+}
