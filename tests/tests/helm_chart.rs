@@ -1589,7 +1589,14 @@ mod on_a_real_node {
         let user_group = |name: &str| name.ends_with(".example.olm-rs.dev");
         match (kind, namespace) {
             ("Namespace", "") => [NAMESPACE, "operators", user_namespace].contains(&name),
-            ("ClusterRole", "") if name.starts_with("olm.og.og.") => true,
+            // The aggregated roles of a user's OperatorGroup (`og`, or named
+            // after its namespace by `kubectl olm install`) stay with it.
+            ("ClusterRole", "")
+                if name.starts_with("olm.og.og.")
+                    || name.starts_with(&format!("olm.og.{user_namespace}.")) =>
+            {
+                true
+            }
             (_, ns) if ns == user_namespace => true,
             (_, "kube-node-lease") => true,
             ("ServiceAccount", ns) if ns == NAMESPACE || ns == "operators" => name == "default",

@@ -1,6 +1,7 @@
 //! `kubectl-olm`: a kubectl plugin for OLM, the admin's tool for day-2
 //! work. Against a live cluster (through the kubeconfig, as kubectl):
-//! `search`, `install`, `status`, `approve`, `upgrade`, `uninstall`.
+//! `search`, `install`, `status`, `approve`, `upgrade`, `uninstall`,
+//! `doctor`.
 //! Offline: `resolve` (alias `preview`), a dry run of OLM's resolver over
 //! catalogs and a state file.
 //!
@@ -55,6 +56,9 @@ enum Command {
     /// Remove an installed operator.
     #[command(after_help = commands::uninstall::HELP)]
     Uninstall(commands::uninstall::Args),
+    /// Find the known field incidents and say what to do; --fix does the safe part.
+    #[command(after_help = commands::doctor::HELP)]
+    Doctor(commands::doctor::Args),
 }
 
 async fn run(command: Command) -> anyhow::Result<()> {
@@ -67,6 +71,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Approve(args) => commands::approve::run(&args).await,
         Command::Upgrade(args) => commands::upgrade::run(&args).await,
         Command::Uninstall(args) => commands::uninstall::run(&args).await,
+        Command::Doctor(args) => commands::doctor::run(&args).await,
     }
 }
 
