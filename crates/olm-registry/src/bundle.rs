@@ -268,10 +268,10 @@ impl CatalogIndex {
             .map_err(|e| corrupt(package_blob, e.to_string()))?;
 
         let get = |key: &str| meta.get(key).filter(|v| !is_empty_value(v));
-        let mut metadata_fields: Vec<(&str, Node<'_>)> = vec![
-            ("name", Node::Str(self.str(rec.name).to_owned())),
-            ("creationTimestamp", Node::Raw("null")),
-        ];
+        // No `creationTimestamp`: upstream's apimachinery omits the zero
+        // time (`omitzero`), where older releases wrote `null`.
+        let mut metadata_fields: Vec<(&str, Node<'_>)> =
+            vec![("name", Node::Str(self.str(rec.name).to_owned()))];
         if let Some(labels) = get("labels") {
             metadata_fields.push(("labels", Node::Value(labels)));
         }

@@ -78,6 +78,15 @@ pub enum CelError {
         /// The unknown name.
         name: String,
     },
+    /// The rule's type is not `bool` (upstream's type checker refuses it at
+    /// compile time, with this message).
+    #[error("cel expressions must have type Bool")]
+    NotBoolType {
+        /// The rule.
+        rule: String,
+        /// The type it has (`int`, `dyn`, ...).
+        got: &'static str,
+    },
     /// The rule yields something other than a boolean.
     #[error("cel rule {rule:?} must evaluate to a boolean, got {got}")]
     NotBoolean {
@@ -205,6 +214,149 @@ fn walk(e: &IdedExpr, depth: usize, bound: &mut Vec<String>, shape: &mut Shape) 
     }
 }
 
+/// A CEL type, as far as upstream's checker would know it statically.
+/// `Unknown` is what this inference cannot tell (a function it does not
+/// know): such rules are let through, and evaluation still requires a bool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    Bool,
+    Int,
+    Uint,
+    Double,
+    String,
+    Bytes,
+    Null,
+    List,
+    Map,
+    Dyn,
+    Unknown,
+}
+
+impl Ty {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Bool => "bool",
+            Self::Int => "int",
+            Self::Uint => "uint",
+            Self::Double => "double",
+            Self::String => "string",
+            Self::Bytes => "bytes",
+            Self::Null => "null_type",
+            Self::List => "list",
+            Self::Map => "map",
+            Self::Dyn => "dyn",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// The static type of `e` under upstream's environment: `properties` is
+/// `list(map(string, dyn))`, so anything read out of it is `dyn`; operators
+/// and the standard functions have their declared result types;
+/// comprehensions (the macros) have their result's type.
+fn infer(e: &IdedExpr, vars: &mut Vec<(String, Ty)>) -> Ty {
+    use cel::common::ast::LiteralValue;
+    match &e.expr {
+        Expr::Unspecified => Ty::Unknown,
+        Expr::Literal(literal) => match literal {
+            LiteralValue::Boolean(_) => Ty::Bool,
+            LiteralValue::Bytes(_) => Ty::Bytes,
+            LiteralValue::Double(_) => Ty::Double,
+            LiteralValue::Int(_) => Ty::Int,
+            LiteralValue::Null => Ty::Null,
+            LiteralValue::String(_) => Ty::String,
+            LiteralValue::UInt(_) => Ty::Uint,
+        },
+        Expr::Ident(name) => {
+            if let Some((_, ty)) = vars.iter().rev().find(|(n, _)| n == name) {
+                *ty
+            } else if name == PROPERTIES_VARIABLE {
+                Ty::List
+            } else {
+                Ty::Unknown
+            }
+        }
+        Expr::List(_) => Ty::List,
+        Expr::Map(_) => Ty::Map,
+        Expr::Struct(_) => Ty::Unknown,
+        // `has(x.f)` is a test; a field of a map of dyn is dyn.
+        Expr::Select(select) if select.test => Ty::Bool,
+        Expr::Select(select) => match infer(&select.operand, vars) {
+            Ty::Unknown => Ty::Unknown,
+            _ => Ty::Dyn,
+        },
+        Expr::Comprehension(c) => {
+            let accumulator = infer(&c.accu_init, vars);
+            vars.push((c.iter_var.clone(), Ty::Dyn));
+            if let Some(v) = &c.iter_var2 {
+                vars.push((v.clone(), Ty::Dyn));
+            }
+            vars.push((c.accu_var.clone(), accumulator));
+            let result = infer(&c.result, vars);
+            vars.pop();
+            if c.iter_var2.is_some() {
+                vars.pop();
+            }
+            vars.pop();
+            result
+        }
+        Expr::Call(call) => {
+            let arg = |i: usize, vars: &mut Vec<(String, Ty)>| {
+                call.args.get(i).map_or(Ty::Unknown, |a| infer(a, vars))
+            };
+            match call.func_name.as_str() {
+                "_==_"
+                | "_!=_"
+                | "_<_"
+                | "_<=_"
+                | "_>_"
+                | "_>=_"
+                | "_&&_"
+                | "_||_"
+                | "!_"
+                | "@in"
+                | "@not_strictly_false"
+                | "contains"
+                | "startsWith"
+                | "endsWith"
+                | "matches"
+                | "bool" => Ty::Bool,
+                "size" | "int" | SEMVER_COMPARE => Ty::Int,
+                "uint" => Ty::Uint,
+                "double" => Ty::Double,
+                "string" => Ty::String,
+                "bytes" => Ty::Bytes,
+                "dyn" => Ty::Dyn,
+                "_[_]" => match arg(0, vars) {
+                    Ty::List | Ty::Map | Ty::Dyn => Ty::Dyn,
+                    _ => Ty::Unknown,
+                },
+                "_?_:_" => {
+                    let (then, otherwise) = (arg(1, vars), arg(2, vars));
+                    if then == otherwise {
+                        then
+                    } else if then == Ty::Unknown || otherwise == Ty::Unknown {
+                        Ty::Unknown
+                    } else {
+                        Ty::Dyn
+                    }
+                }
+                "_+_" | "_-_" | "_*_" | "_/_" | "_%_" => {
+                    let (a, b) = (arg(0, vars), arg(1, vars));
+                    match (a, b) {
+                        (Ty::Unknown, _) | (_, Ty::Unknown) => Ty::Unknown,
+                        // `dyn + int` can only be `int + int`.
+                        (Ty::Dyn, other) | (other, Ty::Dyn) => other,
+                        (a, _) => a,
+                    }
+                }
+                "-_" => arg(0, vars),
+                _ => Ty::Unknown,
+            }
+        }
+    }
+}
+
 /// The standard environment, built once: building it registers every
 /// standard function, which costs more than most evaluations.
 fn environment() -> Arc<Env> {
@@ -278,6 +430,15 @@ impl CelRule {
                 nodes: shape.nodes,
                 depth: shape.depth,
             });
+        }
+        match infer(program.expression(), &mut Vec::new()) {
+            Ty::Bool | Ty::Unknown => {}
+            other => {
+                return Err(CelError::NotBoolType {
+                    rule: rule.to_owned(),
+                    got: other.name(),
+                });
+            }
         }
         Ok(Self {
             source: rule.to_owned(),
@@ -402,8 +563,51 @@ mod tests {
         let p = props(&[("x", "1")]);
         let r = CelRule::compile(r#"semver_compare("not-a-version", "1.0.0") == 0"#).unwrap();
         assert!(matches!(r.evaluate(&p), Err(CelError::Evaluation { .. })));
-        let r = CelRule::compile("1 + 1").unwrap();
-        assert!(matches!(r.evaluate(&p), Err(CelError::NotBoolean { .. })));
+        // A rule whose type this checker cannot tell is still held to a
+        // boolean when it runs.
+        let r = CelRule::compile("type(1)").unwrap();
+        let got = r.evaluate(&p);
+        assert!(matches!(got, Err(CelError::NotBoolean { .. })), "{got:?}");
+    }
+
+    #[test]
+    fn rules_must_type_check_to_bool_as_upstream_s_checker_says() {
+        for (rule, got) in [
+            ("1 + 1", "int"),
+            ("'a' + 'b'", "string"),
+            ("properties", "list"),
+            ("properties[0].value", "dyn"),
+            ("properties.map(p, p.type)", "list"),
+            ("size(properties)", "int"),
+            (r#"semver_compare("1.0.0", "2.0.0")"#, "int"),
+            ("true ? 1 : 2", "int"),
+            ("true ? 1 : 'x'", "dyn"),
+            ("1.5", "double"),
+            ("null", "null_type"),
+        ] {
+            match CelRule::compile(rule) {
+                Err(error @ CelError::NotBoolType { got: found, .. }) => {
+                    assert_eq!(found, got, "{rule}");
+                    assert_eq!(error.to_string(), "cel expressions must have type Bool");
+                }
+                other => panic!("{rule}: {other:?}"),
+            }
+        }
+        for rule in [
+            "true",
+            "properties.exists(p, p.type == 'olm.package')",
+            "properties.all(p, p.type != 'x')",
+            "properties.exists_one(p, p.type == 'olm.package')",
+            r#"properties.exists(p, p.type == "olm.package" && semver_compare(p.value.version, "1.0.0") >= 0)"#,
+            "has(properties[0].value)",
+            "'a' in ['a', 'b']",
+            "size(properties) > 0 || !false",
+            "properties[0].value.packageName.startsWith('x')",
+            "true ? true : false",
+            "bool('true')",
+        ] {
+            assert!(CelRule::compile(rule).is_ok(), "{rule}");
+        }
     }
 
     #[test]

@@ -194,6 +194,12 @@ fn check_head_bundle(bundle: &api::Bundle, x: &Expected) {
             // A stub CSV built from olm.csv.metadata, with the install
             // strategy stub that keeps packageserver from crashing.
             assert_eq!(csv["spec"]["install"]["strategy"], "deployment");
+            // As upstream's opm v1.65.0 writes it: no zero creationTimestamp.
+            assert!(
+                csv["metadata"].get("creationTimestamp").is_none(),
+                "{:.300}",
+                bundle.csv_json
+            );
             assert_eq!(csv["spec"]["version"], x.head_version);
             assert!(csv["spec"]["displayName"].is_string());
             assert_eq!(bundle.object, vec![bundle.csv_json.clone()]);
