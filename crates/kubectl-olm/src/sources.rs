@@ -103,69 +103,13 @@ async fn list_registry(address: &str) -> Result<(Vec<(String, String)>, Vec<Bund
         Ok(result) => result?,
         Err(_) => bail!("listing bundles took longer than {REGISTRY_LIST_TIMEOUT:?}"),
     };
-    Ok((packages, bundles.into_iter().map(bundle_input).collect()))
-}
-
-/// One `ListBundles` answer as resolver input, with upstream's fallbacks for
-/// bundles without properties: provided APIs become `olm.gvk`, legacy
-/// dependencies and required APIs become requirements, and an `olm.package`
-/// property is always present.
-pub(crate) fn bundle_input(b: api::Bundle) -> BundleInput {
-    let gvk = |g: &api::GroupVersionKind| {
-        serde_json::json!({"group": g.group, "version": g.version, "kind": g.kind}).to_string()
-    };
-    let mut properties: Vec<(String, String)> = b
-        .properties
-        .iter()
-        .map(|p| (p.r#type.clone(), p.value.clone()))
-        .collect();
-    if properties.is_empty() {
-        properties.extend(
-            b.provided_apis
-                .iter()
-                .map(|g| ("olm.gvk".to_owned(), gvk(g))),
-        );
-        if b.dependencies.is_empty() {
-            properties.extend(
-                b.required_apis
-                    .iter()
-                    .map(|g| ("olm.gvk.required".to_owned(), gvk(g))),
-            );
-        } else {
-            for d in &b.dependencies {
-                let type_ = match d.r#type.as_str() {
-                    "olm.gvk" => "olm.gvk.required",
-                    "olm.package" => "olm.package.required",
-                    other => other,
-                };
-                let mut value: serde_json::Value =
-                    serde_json::from_str(&d.value).unwrap_or(serde_json::Value::Null);
-                if type_ == "olm.package.required"
-                    && let Some(obj) = value.as_object_mut()
-                    && let Some(v) = obj.remove("version")
-                {
-                    obj.insert("versionRange".to_owned(), v);
-                }
-                properties.push((type_.to_owned(), value.to_string()));
-            }
-        }
-    }
-    if !properties.iter().any(|(t, _)| t == "olm.package") {
-        properties.push((
-            "olm.package".to_owned(),
-            serde_json::json!({"packageName": b.package_name, "version": b.version}).to_string(),
-        ));
-    }
-    BundleInput {
-        name: b.csv_name,
-        package: b.package_name,
-        channel: b.channel_name,
-        replaces: b.replaces,
-        skips: b.skips,
-        skip_range: b.skip_range,
-        bundle_path: b.bundle_path,
-        properties,
-    }
+    Ok((
+        packages,
+        bundles
+            .into_iter()
+            .map(olm_registry::resolver_input::bundle_input)
+            .collect(),
+    ))
 }
 
 #[cfg(test)]
@@ -185,30 +129,5 @@ mod tests {
         for bad in ["olm/community", "community=./dir", "/x=y", "a/b=", "=x"] {
             assert!(parse_catalog_arg(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn bundles_without_properties_get_upstreams_fallbacks() {
-        let b = api::Bundle {
-            csv_name: "a.v1".into(),
-            package_name: "a".into(),
-            channel_name: "stable".into(),
-            version: "1.0.0".into(),
-            provided_apis: vec![api::GroupVersionKind {
-                group: "g".into(),
-                version: "v1".into(),
-                kind: "K".into(),
-                plural: "ks".into(),
-            }],
-            dependencies: vec![api::Dependency {
-                r#type: "olm.package".into(),
-                value: r#"{"packageName":"b","version":">=1.0.0"}"#.into(),
-            }],
-            ..Default::default()
-        };
-        let input = bundle_input(b);
-        let types: Vec<&str> = input.properties.iter().map(|(t, _)| t.as_str()).collect();
-        assert_eq!(types, ["olm.gvk", "olm.package.required", "olm.package"]);
-        assert!(input.properties[1].1.contains("versionRange"));
     }
 }

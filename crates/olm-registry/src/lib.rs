@@ -51,6 +51,8 @@ mod error;
 mod gojson;
 mod index;
 mod limits;
+#[cfg(feature = "resolver-input")]
+pub mod resolver_input;
 mod server;
 mod structs;
 

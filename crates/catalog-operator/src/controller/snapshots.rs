@@ -145,23 +145,12 @@ async fn read(
         let found = client.get_package(&package).await?;
         packages.push((found.name, found.default_channel_name));
     }
+    // Upstream's fallbacks for bundles without properties apply here as in
+    // `kubectl olm`: one function for both.
     let bundles: Vec<BundleInput> = client
         .list_bundles()
         .await?
-        .map_ok(|b| BundleInput {
-            name: b.csv_name,
-            package: b.package_name,
-            channel: b.channel_name,
-            replaces: b.replaces,
-            skips: b.skips,
-            skip_range: b.skip_range,
-            bundle_path: b.bundle_path,
-            properties: b
-                .properties
-                .into_iter()
-                .map(|p| (p.r#type, p.value))
-                .collect(),
-        })
+        .map_ok(olm_registry::resolver_input::bundle_input)
         .try_collect()
         .await?;
     Ok(CatalogSnapshot::build(
