@@ -9,6 +9,7 @@ use std::{
 };
 
 use olm_api::csv::ClusterServiceVersion;
+use olm_runtime::metrics::ExactNameCounter;
 use olm_runtime::metrics::{ControllerMetrics, MetricsRegistry, ReconcileMetrics};
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -35,6 +36,31 @@ struct AbnormalLabels {
     reason: String,
 }
 
+/// Labels of upstream's `controller_reconcile_*` counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ObjectLabels {
+    namespace: String,
+    name: String,
+}
+
+/// Upstream's per-object reconcile counters (`controller_reconcile_<what>`,
+/// labels `namespace` and `name`), under their exact names.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ObjectReconciles(Family<ObjectLabels, ExactNameCounter>);
+
+impl ObjectReconciles {
+    /// Counts one reconcile of `namespace/name` (`namespace` empty for a
+    /// cluster-scoped object).
+    pub(crate) fn inc(&self, namespace: &str, name: &str) {
+        self.0
+            .get_or_create(&ObjectLabels {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+            .inc();
+    }
+}
+
 /// CSVs remembered as already counted in `csv_upgrade_count`.
 pub const MAX_REMEMBERED_UPGRADES: usize = 10_000;
 
@@ -44,7 +70,20 @@ pub struct OperatorMetrics {
     csv_count: Gauge,
     csv_succeeded: Family<CsvLabels, Gauge>,
     csv_abnormal: Family<AbnormalLabels, Gauge>,
-    csv_upgrade_count: Counter,
+    csv_upgrade_count: ExactNameCounter,
+    /// `controller_reconcile_operator`: Operator objects reconciled.
+    pub(crate) reconcile_operator: ObjectReconciles,
+    /// `controller_reconcile_adoption_csv`: CSVs through adoption.
+    pub(crate) reconcile_adoption_csv: ObjectReconciles,
+    /// `controller_reconcile_adoption_subscription`: Subscriptions through
+    /// adoption.
+    pub(crate) reconcile_adoption_subscription: ObjectReconciles,
+    /// `controller_reconcile_operator_condition`: OperatorConditions
+    /// reconciled.
+    pub(crate) reconcile_operator_condition: ObjectReconciles,
+    /// `controller_reconcile_operator_condition_generator`: CSVs whose
+    /// OperatorCondition was generated.
+    pub(crate) reconcile_operator_condition_generator: ObjectReconciles,
     /// The CSVs (by uid) already counted in `csv_upgrade_count`: a reconcile
     /// working from a cache that has not yet seen its own Replacing status
     /// decides the move again, and must not count it twice.
@@ -101,7 +140,12 @@ impl OperatorMetrics {
             csv_count: Gauge::default(),
             csv_succeeded: Family::default(),
             csv_abnormal: Family::default(),
-            csv_upgrade_count: Counter::default(),
+            csv_upgrade_count: ExactNameCounter::default(),
+            reconcile_operator: ObjectReconciles::default(),
+            reconcile_adoption_csv: ObjectReconciles::default(),
+            reconcile_adoption_subscription: ObjectReconciles::default(),
+            reconcile_operator_condition: ObjectReconciles::default(),
+            reconcile_operator_condition_generator: ObjectReconciles::default(),
             upgraded: Arc::default(),
             abnormal_series: Arc::default(),
             csv_reconciles: reconciles.controller("clusterserviceversion"),
@@ -144,6 +188,35 @@ impl OperatorMetrics {
             "Monotonic count of CSV upgrades",
             metrics.csv_upgrade_count.clone(),
         );
+        for (name, help, family) in [
+            (
+                "controller_reconcile_operator",
+                "Total number of reconciliations occurred in the Operator controller",
+                &metrics.reconcile_operator,
+            ),
+            (
+                "controller_reconcile_adoption_csv",
+                "Total number of CSV reconciliations occurred in the adoption controller",
+                &metrics.reconcile_adoption_csv,
+            ),
+            (
+                "controller_reconcile_adoption_subscription",
+                "Total number of Subscription reconciliations occurred in the adoption controller",
+                &metrics.reconcile_adoption_subscription,
+            ),
+            (
+                "controller_reconcile_operator_condition",
+                "Total number of reconciliations occurred in the OperatorCondition controller",
+                &metrics.reconcile_operator_condition,
+            ),
+            (
+                "controller_reconcile_operator_condition_generator",
+                "Total number of reconciliations occurred in the OperatorCondition generator",
+                &metrics.reconcile_operator_condition_generator,
+            ),
+        ] {
+            upstream.register(name, help, family.0.clone());
+        }
         metrics
     }
 
@@ -250,6 +323,76 @@ impl OperatorMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_types_and_labels_are_upstreams() {
+        let mut registry = MetricsRegistry::default();
+        let metrics = OperatorMetrics::register(&mut registry);
+        let csv: ClusterServiceVersion = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "etcd.v1", "namespace": "ns"},
+            "spec": {"displayName": "etcd", "version": "1.0.0", "install": {"strategy": "deployment"}},
+        }))
+        .unwrap();
+        let failed: olm_api::csv::ClusterServiceVersionStatus = serde_json::from_value(
+            serde_json::json!({"phase": "Failed", "reason": "InstallCheckFailed"}),
+        )
+        .unwrap();
+        metrics.set_csv_count(3);
+        metrics.observe_csv(&csv, &failed);
+        metrics.count_upgrade("uid");
+        metrics.reconcile_operator.inc("", "etcd.ns");
+        metrics.reconcile_adoption_csv.inc("ns", "etcd.v1");
+        metrics.reconcile_adoption_subscription.inc("ns", "etcd");
+        metrics.reconcile_operator_condition.inc("ns", "etcd.v1");
+        metrics
+            .reconcile_operator_condition_generator
+            .inc("ns", "etcd.v1");
+        let text = registry.encode().unwrap();
+        // (name as Prometheus stores it, TYPE line, a sample line)
+        let named = |name: &str, labels: &str| format!("{name}{{{labels}}} 1");
+        for (type_line, sample) in [
+            ("# TYPE csv_count gauge", "csv_count 3".to_owned()),
+            (
+                "# TYPE csv_succeeded gauge",
+                "csv_succeeded{namespace=\"ns\",name=\"etcd.v1\",version=\"1.0.0\"} 0".to_owned(),
+            ),
+            (
+                "# TYPE csv_abnormal gauge",
+                "csv_abnormal{namespace=\"ns\",name=\"etcd.v1\",version=\"1.0.0\",phase=\"Failed\",reason=\"InstallCheckFailed\"} 1".to_owned(),
+            ),
+            ("# TYPE csv_upgrade_count unknown", "csv_upgrade_count 1".to_owned()),
+            (
+                "# TYPE controller_reconcile_operator unknown",
+                named("controller_reconcile_operator", "namespace=\"\",name=\"etcd.ns\""),
+            ),
+            (
+                "# TYPE controller_reconcile_adoption_csv unknown",
+                named("controller_reconcile_adoption_csv", "namespace=\"ns\",name=\"etcd.v1\""),
+            ),
+            (
+                "# TYPE controller_reconcile_adoption_subscription unknown",
+                named("controller_reconcile_adoption_subscription", "namespace=\"ns\",name=\"etcd\""),
+            ),
+            (
+                "# TYPE controller_reconcile_operator_condition unknown",
+                named("controller_reconcile_operator_condition", "namespace=\"ns\",name=\"etcd.v1\""),
+            ),
+            (
+                "# TYPE controller_reconcile_operator_condition_generator unknown",
+                named(
+                    "controller_reconcile_operator_condition_generator",
+                    "namespace=\"ns\",name=\"etcd.v1\"",
+                ),
+            ),
+        ] {
+            assert!(text.contains(type_line), "missing {type_line:?} in\n{text}");
+            assert!(
+                text.lines().any(|l| l == sample),
+                "missing {sample:?} in\n{text}"
+            );
+        }
+    }
 
     #[test]
     fn an_upgrade_decided_twice_is_counted_once() {

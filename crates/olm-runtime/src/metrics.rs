@@ -32,6 +32,46 @@ use prometheus_client::{
 
 use crate::error::{Error, Result};
 
+/// A counter exported under exactly the name it is registered with, as
+/// upstream OLM's Go client exports its counters (`csv_upgrade_count`,
+/// `controller_reconcile_operator`): the OpenMetrics encoder appends
+/// `_total` to a counter's name, which would break every query written for
+/// upstream, so this one is typed `unknown` (Prometheus scrapes it as
+/// untyped; `rate()` and `increase()` work on it as on a counter). Use it
+/// only for upstream's names; our own counters keep the `_total` suffix.
+#[derive(Clone, Debug, Default)]
+pub struct ExactNameCounter(Counter);
+
+impl ExactNameCounter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.inc();
+    }
+
+    /// The count.
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl prometheus_client::metrics::TypedMetric for ExactNameCounter {
+    const TYPE: prometheus_client::metrics::MetricType =
+        prometheus_client::metrics::MetricType::Unknown;
+}
+
+impl prometheus_client::encoding::EncodeMetric for ExactNameCounter {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> std::result::Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.0.get())
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Unknown
+    }
+}
+
 /// The `Content-Type` of [`MetricsRegistry::encode`]'s output.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -239,5 +279,35 @@ mod tests {
         csv_count.set(3);
         let text = registry.encode().expect("encodes");
         assert!(text.lines().any(|l| l == "csv_count 3"), "{text}");
+    }
+    #[test]
+    fn an_exact_name_counter_keeps_upstream_s_name() {
+        let mut registry = MetricsRegistry::default();
+        let plain = ExactNameCounter::default();
+        let family: Family<Vec<(String, String)>, ExactNameCounter> = Family::default();
+        registry
+            .upstream()
+            .register("csv_upgrade_count", "upgrades", plain.clone());
+        registry.upstream().register(
+            "controller_reconcile_operator",
+            "reconciles",
+            family.clone(),
+        );
+        plain.inc();
+        plain.inc();
+        family
+            .get_or_create(&vec![
+                ("namespace".to_owned(), "ns".to_owned()),
+                ("name".to_owned(), "op".to_owned()),
+            ])
+            .inc();
+        let text = registry.encode().unwrap();
+        assert!(text.contains("\ncsv_upgrade_count 2\n"), "{text}");
+        assert!(text.contains("# TYPE csv_upgrade_count unknown"), "{text}");
+        assert!(
+            text.contains("controller_reconcile_operator{namespace=\"ns\",name=\"op\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("_total"), "{text}");
     }
 }

@@ -723,6 +723,10 @@ async fn ensure_operator_condition(
         return Ok(());
     }
     let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+    context
+        .metrics
+        .reconcile_operator_condition_generator
+        .inc(&namespace, &csv.name_any());
     let desired = desired_operator_condition(csv);
     let existing = context
         .caches

@@ -100,6 +100,10 @@ where
 /// are created if missing and requeued.
 pub(crate) async fn adopt_csv(context: &Context, csv: &ClusterServiceVersion) -> Result<(), Error> {
     let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+    context
+        .metrics
+        .reconcile_adoption_csv
+        .inc(&namespace, &csv.name_any());
     let subscriptions: Vec<Subscription> = context
         .caches
         .subscriptions
@@ -116,6 +120,10 @@ pub(crate) async fn adopt_csv(context: &Context, csv: &ClusterServiceVersion) ->
             .and_then(|s| s.installed_csv.as_deref())
             == csv.metadata.name.as_deref();
         if installed {
+            context
+                .metrics
+                .reconcile_adoption_subscription
+                .inc(&namespace, &subscription.name_any());
             let wanted = crate::decide::operator::subscription_component_label(subscription)
                 .into_iter()
                 .collect::<Vec<_>>();
@@ -213,6 +221,10 @@ pub(crate) async fn reconcile(
     let span = tracing::info_span!("reconcile_operator", name = operator.name_any());
     olm_runtime::telemetry::record_trace_id(&span);
     let timer = context.metrics.operator_reconciles.start();
+    context
+        .metrics
+        .reconcile_operator
+        .inc("", &operator.name_any());
     let result = sync(&operator, &context).instrument(span).await;
     if let Err(error) = &result {
         timer.failed(error.category());

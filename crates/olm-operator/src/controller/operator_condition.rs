@@ -54,6 +54,10 @@ pub(crate) async fn reconcile(
     );
     olm_runtime::telemetry::record_trace_id(&span);
     let timer = context.metrics.operator_condition_reconciles.start();
+    context
+        .metrics
+        .reconcile_operator_condition
+        .inc(&namespace, &condition.name_any());
     let result = sync(&condition, &context).instrument(span).await;
     match &result {
         Ok(_) => context.succeeded(&key(&condition)),

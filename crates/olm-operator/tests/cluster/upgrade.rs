@@ -225,9 +225,17 @@ async fn upgradeable_false_holds_the_replacement_until_overridden() {
                 .collect::<Vec<_>>(),
             [next.uid().unwrap()]
         );
+        // Upstream's exact name (no `_total`), and its per-object
+        // reconcile counters.
         metrics_until(&operator, |text| {
-            text.lines()
-                .any(|l| l.starts_with("csv_upgrade_count_total 1") || l == "csv_upgrade_count 1")
+            text.lines().any(|l| l == "csv_upgrade_count 1")
+                && text.lines().any(|l| {
+                    l.starts_with("controller_reconcile_adoption_csv{")
+                        && l.contains(&format!("namespace=\"{namespace}\""))
+                })
+                && text
+                    .lines()
+                    .any(|l| l.starts_with("controller_reconcile_operator_condition_generator{"))
         })
         .await;
     })
