@@ -223,6 +223,8 @@ fn the_values_schema_refuses_bad_values() {
             "namespaces.operators.name=Not_A_Name",
             "/namespaces/operators/name",
         ),
+        ("monitoring.interval=often", "/monitoring/interval"),
+        ("monitoring.enabled=maybe", "/monitoring/enabled"),
     ];
     for (set, complaint) in cases {
         let err = try_helm(&helm, &["template", RELEASE, chart, "--set", set])
@@ -298,6 +300,225 @@ fn every_pod_runs_restricted_with_probes_and_limits() {
         }
         assert!(workloads >= 7, "only {workloads} workloads rendered");
     }
+}
+
+/// Every metric name the services' registries carry once each labelled
+/// family has a series (a family without one prints nothing): names as
+/// Prometheus stores them (`_total` on counters, `_bucket`, `_sum` and
+/// `_count` on histograms).
+fn exported_metric_names() -> BTreeSet<String> {
+    let mut registry = olm_runtime::metrics::MetricsRegistry::default();
+    let olm = olm_operator::metrics::OperatorMetrics::register(&mut registry);
+    let catalog = catalog_operator::metrics::CatalogMetrics::register(&mut registry);
+    let unpacker = bundle_unpacker::metrics::UnpackMetrics::register(&mut registry);
+    let packages = packageserver::metrics::Metrics::register(&mut registry);
+    let marketplace = marketplace_operator::metrics::MarketplaceMetrics::register(&mut registry);
+    let csv: olm_api::csv::ClusterServiceVersion = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "a.v1", "namespace": "ns"},
+        "spec": {"displayName": "a", "install": {"strategy": "deployment"}}}))
+    .unwrap();
+    let failed = serde_json::from_value(json!({"phase": "Failed", "reason": "x"})).unwrap();
+    olm.observe_csv(&csv, &failed);
+    catalog.catalog_ready("ns", "c", false);
+    catalog.snapshot_taken("ns", "c");
+    catalog.install_plan_warning();
+    catalog.resolution(Duration::from_millis(1), true);
+    unpacker.unpacked("failed", "x", 0.1);
+    unpacker.retried();
+    unpacker.work("watch");
+    packages.api.observe("get", 200, Duration::from_millis(1));
+    packages.certs.rotated("issued");
+    packages
+        .certs
+        .set_expiry(Some(std::time::SystemTime::now()), None);
+    marketplace.set_sources([("s", "Success")]);
+    marketplace.wrote("create", true);
+    let text = registry.encode().unwrap();
+    let mut names = BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let (name, type_) = rest.split_once(' ').unwrap();
+        let suffixes: &[&str] = match type_ {
+            "counter" => &["_total"],
+            "histogram" => &["_bucket", "_sum", "_count"],
+            _ => &[""],
+        };
+        for suffix in suffixes {
+            names.insert(format!("{name}{suffix}"));
+        }
+    }
+    names
+}
+
+/// The metric names a PromQL expression reads: identifiers followed by a
+/// selector, a range, or nothing, less PromQL's functions and keywords.
+fn metric_names_in(expr: &str) -> BTreeSet<String> {
+    const NOT_METRICS: &[&str] = &[
+        "sum",
+        "by",
+        "increase",
+        "rate",
+        "last_over_time",
+        "time",
+        "and",
+        "or",
+        "unless",
+        "without",
+        "max",
+        "min",
+        "avg",
+        "count",
+    ];
+    let mut names = BTreeSet::new();
+    let mut in_braces = false;
+    let mut in_string = false;
+    // After `by` or `without`, the parenthesised label list is no metric.
+    let mut grouping = false;
+    let mut in_grouping = false;
+    let mut word = String::new();
+    let flush = |word: &mut String, names: &mut BTreeSet<String>, grouping: &mut bool| {
+        if word == "by" || word == "without" {
+            *grouping = true;
+        }
+        let is_name = word
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && !NOT_METRICS.contains(&word.as_str());
+        if is_name {
+            names.insert(word.clone());
+        }
+        word.clear();
+    };
+    for c in expr.chars() {
+        if in_string {
+            in_string = c != '"';
+            continue;
+        }
+        if in_grouping {
+            in_grouping = c != ')';
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => {
+                flush(&mut word, &mut names, &mut grouping);
+                in_braces = true;
+            }
+            '}' => in_braces = false,
+            _ if in_braces => {}
+            c if c.is_ascii_alphanumeric() || c == '_' || c == ':' => word.push(c),
+            '(' if grouping || word == "by" || word == "without" => {
+                word.clear();
+                grouping = false;
+                in_grouping = true;
+            }
+            _ => flush(&mut word, &mut names, &mut grouping),
+        }
+    }
+    flush(&mut word, &mut names, &mut grouping);
+    // Range durations (`5m`) and numbers are no metrics.
+    names.retain(|n| !n.chars().next().is_some_and(|c| c.is_ascii_digit()));
+    names
+}
+
+/// With monitoring on: a ServiceMonitor per service, upstream's alerts by
+/// name and expression, ours, and no expression naming a metric the
+/// services do not export.
+#[test]
+fn the_alerts_are_upstreams_and_read_only_exported_metrics() {
+    let Some(helm) = helm_binary() else { return };
+    let docs = documents(&render(
+        &helm,
+        &[
+            "--set",
+            "monitoring.enabled=true",
+            "--set",
+            "marketplaceOperator.enabled=true",
+        ],
+    ));
+    let monitors: BTreeSet<String> = docs
+        .iter()
+        .filter(|(_, d)| d["kind"] == "ServiceMonitor")
+        .map(|(_, d)| d["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        monitors,
+        [
+            "bundle-unpacker",
+            "catalog-operator",
+            "marketplace-operator",
+            "olm-operator",
+            "packageserver"
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    );
+    let rule = docs
+        .iter()
+        .find(|(_, d)| d["kind"] == "PrometheusRule")
+        .map(|(_, d)| d)
+        .expect("a PrometheusRule");
+    let alerts: BTreeMap<String, String> = rule["spec"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap().iter())
+        .map(|r| {
+            (
+                r["alert"].as_str().unwrap().to_owned(),
+                r["expr"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    // Upstream's, word for word.
+    for (alert, expr) in [
+        (
+            "CsvAbnormalFailedOver2Min",
+            r#"last_over_time(csv_abnormal{phase="Failed"}[5m])"#,
+        ),
+        (
+            "CsvAbnormalOver30Min",
+            r#"last_over_time(csv_abnormal{phase=~"(Replacing|Pending|Deleting|Unknown)"}[5m])"#,
+        ),
+        (
+            "InstallPlanStepAppliedWithWarnings",
+            "sum by(namespace) (increase(installplan_warnings_total[5m])) > 0",
+        ),
+        (
+            "OperatorHubSourceError",
+            r#"catalogsource_ready{exported_namespace="olm"} == 0"#,
+        ),
+    ] {
+        assert_eq!(alerts.get(alert).map(String::as_str), Some(expr), "{alert}");
+    }
+    for ours in [
+        "OLMCatalogSourceUnhealthy",
+        "OLMBundleUnpackFailing",
+        "OLMServingCertificateNearExpiry",
+    ] {
+        assert!(alerts.contains_key(ours), "{ours}");
+    }
+    let exported = exported_metric_names();
+    for (alert, expr) in &alerts {
+        let read = metric_names_in(expr);
+        assert!(!read.is_empty(), "{alert}: no metric found in {expr}");
+        for name in read {
+            assert!(
+                exported.contains(&name),
+                "{alert} reads {name}, which no OLM service exports (exported: {exported:?})"
+            );
+        }
+    }
+    // The extraction itself.
+    assert_eq!(
+        metric_names_in(r#"sum by (namespace) (increase(a_total{x="y"}[5m])) > 0 and b"#),
+        ["a_total", "b"].iter().map(|s| (*s).to_owned()).collect()
+    );
 }
 
 /// The upgrade hook's ConfigMaps hold exactly the files of `crds/`, and

@@ -251,7 +251,7 @@ impl OperatorMetrics {
     /// Records the phase of `csv` as `status` says: `csv_succeeded` 1 or 0,
     /// and `csv_abnormal` 1 while not Succeeded (the previous series of the
     /// CSV deleted when phase or reason changed).
-    pub(crate) fn observe_csv(
+    pub fn observe_csv(
         &self,
         csv: &ClusterServiceVersion,
         status: &olm_api::csv::ClusterServiceVersionStatus,
