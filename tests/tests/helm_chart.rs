@@ -320,6 +320,7 @@ fn exported_metric_names() -> BTreeSet<String> {
     .unwrap();
     let failed = serde_json::from_value(json!({"phase": "Failed", "reason": "x"})).unwrap();
     olm.observe_csv(&csv, &failed);
+    olm.csv_reconciles.failure("kube");
     catalog.catalog_ready("ns", "c", false);
     catalog.snapshot_taken("ns", "c");
     catalog.install_plan_warning();
@@ -371,6 +372,8 @@ fn metric_names_in(expr: &str) -> BTreeSet<String> {
         "min",
         "avg",
         "count",
+        "histogram_quantile",
+        "vector",
     ];
     let mut names = BTreeSet::new();
     let mut in_braces = false;
@@ -512,6 +515,31 @@ fn the_alerts_are_upstreams_and_read_only_exported_metrics() {
                 exported.contains(&name),
                 "{alert} reads {name}, which no OLM service exports (exported: {exported:?})"
             );
+        }
+    }
+    // The dashboard: valid JSON, and every panel reads exported metrics.
+    let dashboard = docs
+        .iter()
+        .find(|(_, d)| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "olm-dashboard")
+        .map(|(_, d)| d)
+        .expect("the dashboard ConfigMap");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let dashboard: Value =
+        serde_json::from_str(dashboard["data"]["olm.json"].as_str().unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 10, "{} panels", panels.len());
+    for panel in panels {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let read = metric_names_in(expr);
+            assert!(!read.is_empty(), "{}: no metric in {expr}", panel["title"]);
+            for name in read {
+                assert!(
+                    exported.contains(&name),
+                    "panel {} reads {name}, which no OLM service exports",
+                    panel["title"]
+                );
+            }
         }
     }
     // The extraction itself.

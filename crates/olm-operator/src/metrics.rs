@@ -92,7 +92,7 @@ pub struct OperatorMetrics {
     /// or reason deletes the old series as upstream does.
     abnormal_series: Arc<Mutex<HashMap<(String, String), AbnormalLabels>>>,
     /// Reconciles of ClusterServiceVersions.
-    pub(crate) csv_reconciles: ControllerMetrics,
+    pub csv_reconciles: ControllerMetrics,
     /// Reconciles of OperatorGroups.
     pub(crate) operator_group_reconciles: ControllerMetrics,
     /// Reconciles of a CSV's copies and target-namespace RBAC.
