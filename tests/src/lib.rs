@@ -71,3 +71,21 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     );
     path
 }
+
+/// Runs the built `kubectl-olm` with `args` in `namespace` against the test
+/// control plane (`--kubeconfig`, `-n`), on a blocking thread so that
+/// services running on the test's runtime keep working meanwhile. The
+/// environment's `KUBECTL_OLM_OUTPUT` is ignored.
+pub async fn kubectl_olm(namespace: &str, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(workspace_binary("kubectl-olm"));
+    command
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(olm_testkit::control_plane().kubeconfig_path())
+        .args(["-n", namespace])
+        .env_remove("KUBECTL_OLM_OUTPUT");
+    tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap_or_else(|err| panic!("kubectl-olm: {err}"))
+        .unwrap_or_else(|err| panic!("kubectl-olm: {err}"))
+}

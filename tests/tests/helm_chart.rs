@@ -846,17 +846,7 @@ mod on_a_real_node {
     /// Runs the built `kubectl-olm` with `args` in `namespace`: (exit
     /// status, stdout, stderr).
     async fn kubectl_olm(namespace: &str, args: &[&str]) -> (i32, String, String) {
-        let mut command = std::process::Command::new(workspace_binary("kubectl-olm"));
-        command
-            .args(args)
-            .arg("-n")
-            .arg(namespace)
-            .arg("--kubeconfig")
-            .arg(olm_testkit::control_plane().kubeconfig_path());
-        let out = tokio::task::spawn_blocking(move || command.output())
-            .await
-            .unwrap()
-            .unwrap();
+        let out = olm_e2e::kubectl_olm(namespace, args).await;
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -6,8 +6,6 @@
 // Test helpers: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use std::process::Output;
-
 use k8s_openapi::{
     api::apps::v1::Deployment,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -26,43 +24,22 @@ use olm_e2e::{
         BundleSpec, ServiceOptions, Setup, WAIT, create_catalog, point_catalog, publish,
         serve_bundles, start_services_with,
     },
-    workspace_binary,
 };
 use serde_json::json;
-
-/// Runs `kubectl-olm ARGS -n NAMESPACE` against the control plane.
-fn kubectl_olm(namespace: &str, args: &[&str]) -> Output {
-    let plane = olm_testkit::control_plane();
-    std::process::Command::new(workspace_binary("kubectl-olm"))
-        .args(args)
-        .arg("-n")
-        .arg(namespace)
-        .arg("--kubeconfig")
-        .arg(plane.kubeconfig_path())
-        .output()
-        .unwrap()
-}
 
 fn text(bytes: &[u8], namespace: &str) -> String {
     String::from_utf8_lossy(bytes).replace(namespace, "NS")
 }
 
-/// Runs a command on a blocking thread (the binary talks to the control
-/// plane while the in-process services need this runtime).
+/// Runs `kubectl-olm ARGS -n NAMESPACE`: (exit status, stdout, stderr), the
+/// namespace written `NS`.
 async fn run(namespace: &str, args: &[&str]) -> (i32, String, String) {
-    let namespace = namespace.to_owned();
-    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = kubectl_olm(&namespace, &args);
-        (
-            out.status.code().unwrap_or(-1),
-            text(&out.stdout, &namespace),
-            text(&out.stderr, &namespace),
-        )
-    })
-    .await
-    .unwrap()
+    let out = olm_e2e::kubectl_olm(namespace, args).await;
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout, namespace),
+        text(&out.stderr, namespace),
+    )
 }
 
 async fn names<K>(api: &Api<K>) -> Vec<String>

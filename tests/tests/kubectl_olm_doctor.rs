@@ -30,24 +30,16 @@ use olm_e2e::{
         BundleSpec, ServiceOptions, Setup, WAIT, create_catalog, create_operator_group,
         create_subscription, publish, serve_bundles, start_services_with, wait_installed,
     },
-    workspace_binary,
 };
 use serde_json::{Value, json};
 
-/// Runs `kubectl-olm doctor ARGS -n NAMESPACE`: (exit status, stdout).
+/// Runs `kubectl-olm doctor ARGS -n NAMESPACE`: (exit status, stdout), the
+/// namespace written `NS`.
 async fn doctor(namespace: &str, args: &[&str]) -> (i32, String) {
-    let mut command = std::process::Command::new(workspace_binary("kubectl-olm"));
-    command
-        .arg("doctor")
-        .args(args)
-        .arg("-n")
-        .arg(namespace)
-        .arg("--kubeconfig")
-        .arg(olm_testkit::control_plane().kubeconfig_path());
-    let out = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .unwrap();
+    let args: Vec<&str> = std::iter::once("doctor")
+        .chain(args.iter().copied())
+        .collect();
+    let out = olm_e2e::kubectl_olm(namespace, &args).await;
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).replace(namespace, "NS"),

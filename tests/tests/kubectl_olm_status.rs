@@ -21,22 +21,6 @@ use olm_e2e::{
 };
 use serde_json::Value;
 
-/// Runs `kubectl-olm args... --kubeconfig <plane> -n <namespace>`, off the
-/// runtime (the services under test run on it).
-async fn kubectl_olm(namespace: &str, args: &[&str]) -> Output {
-    let mut command = std::process::Command::new(olm_e2e::workspace_binary("kubectl-olm"));
-    command
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(olm_testkit::control_plane().kubeconfig_path())
-        .args(["-n", namespace])
-        .env_remove("KUBECTL_OLM_OUTPUT");
-    tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .unwrap()
-}
-
 /// What a run said: its exit status, and stdout with the test's random
 /// names made fixed (the namespace, and the InstallPlan's five random
 /// letters, so the columns keep their width).
@@ -74,7 +58,7 @@ async fn status_shows_a_healthy_install_and_the_cause_of_a_failure() {
     // Installed: everything healthy, exit 0. The catalog's connection state
     // may trail the install by a resync.
     let healthy = eventually("status healthy", WAIT, || async {
-        let output = kubectl_olm(&namespace, &["status"]).await;
+        let output = olm_e2e::kubectl_olm(&namespace, &["status"]).await;
         match said(&output, &namespace) {
             (Some(0), table) => Ok(table),
             (code, table) => Err(format!("exit {code:?}\n{table}{}", stderr(&output))),
@@ -89,10 +73,10 @@ InstallPlan            install-xxxxx    Complete       Healthy
 CatalogSource          gadgets-catalog  READY          Healthy
 ";
     assert_eq!(healthy, expected);
-    let output = kubectl_olm(&namespace, &["status", "gadgets"]).await;
+    let output = olm_e2e::kubectl_olm(&namespace, &["status", "gadgets"]).await;
     assert_eq!(said(&output, &namespace), (Some(0), expected.to_owned()));
 
-    let output = kubectl_olm(&namespace, &["status", "-o", "json"]).await;
+    let output = olm_e2e::kubectl_olm(&namespace, &["status", "-o", "json"]).await;
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let rows: Value = serde_json::from_slice(&output.stdout).unwrap();
     let rows = rows.as_array().unwrap();
@@ -106,7 +90,7 @@ CatalogSource          gadgets-catalog  READY          Healthy
     assert_eq!(rows[0]["name"], "gadgets");
 
     // A package without a Subscription is bad input.
-    let output = kubectl_olm(&namespace, &["status", "sprockets"]).await;
+    let output = olm_e2e::kubectl_olm(&namespace, &["status", "sprockets"]).await;
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr(&output).contains(&format!(
@@ -127,7 +111,7 @@ CatalogSource          gadgets-catalog  READY          Healthy
     )
     .await;
     let (table, output) = eventually("status unhealthy", WAIT, || async {
-        let output = kubectl_olm(&namespace, &["status", "no-such-package"]).await;
+        let output = olm_e2e::kubectl_olm(&namespace, &["status", "no-such-package"]).await;
         match said(&output, &namespace) {
             (Some(1), table) if table.contains("ResolutionFailed") => Ok((table, output)),
             (code, table) => Err(format!("exit {code:?}\n{table}{}", stderr(&output))),
@@ -154,7 +138,7 @@ CatalogSource  gadgets-catalog  READY   Healthy
 
     // Without packageserver (this control plane runs none), search says
     // what to check, and exits as a cluster failure.
-    let output = kubectl_olm(&namespace, &["search", "gadgets"]).await;
+    let output = olm_e2e::kubectl_olm(&namespace, &["search", "gadgets"]).await;
     assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("kubectl get apiservice v1.packages.operators.coreos.com"),

@@ -481,6 +481,32 @@ async fn resolve_digest(
         .map_err(|e| e.to_string())
 }
 
+/// Creates `pod` as the catalog's update pod, unless the promotion guard
+/// refused exactly that content.
+async fn start_update_pod(
+    context: &Context,
+    catalog: &CatalogSource,
+    pod_api: &Api<Pod>,
+    mut pod: Pod,
+) -> Result<(), Error> {
+    let name = catalog.name_any();
+    decide::as_update_pod(&mut pod, &name);
+    if context
+        .guard
+        .is_blocked(catalog, &promotion::content_key(&pod))
+    {
+        return Ok(());
+    }
+    pod_api
+        .create(&PostParams::default(), &pod)
+        .await
+        .map_err(kube_error(format!(
+            "creating the update pod of {}/{name}",
+            catalog.metadata.namespace.as_deref().unwrap_or_default()
+        )))?;
+    Ok(())
+}
+
 fn is_disrupted(pod: &Pod) -> bool {
     pod.status
         .as_ref()
@@ -706,16 +732,7 @@ async fn run_registry(
                     ),
                 }
             }
-            decide::as_update_pod(&mut update, &name);
-            let content = promotion::content_key(&update);
-            if !context.guard.is_blocked(catalog, &content) {
-                pod_api
-                    .create(&PostParams::default(), &update)
-                    .await
-                    .map_err(kube_error(format!(
-                        "creating the update pod of {namespace}/{name}"
-                    )))?;
-            }
+            start_update_pod(context, catalog, &pod_api, update).await?;
         }
     } else if current.is_empty() {
         // No serving pod: start one, pinned to the image's digest when the
@@ -766,16 +783,7 @@ async fn run_registry(
                 Ok(digest) if serving_digest.as_deref() != Some(digest.as_str()) => {
                     let mut update = pod.clone();
                     decide::pin_pod(&mut update, image, &digest);
-                    decide::as_update_pod(&mut update, &name);
-                    let content = promotion::content_key(&update);
-                    if !context.guard.is_blocked(catalog, &content) {
-                        pod_api
-                            .create(&PostParams::default(), &update)
-                            .await
-                            .map_err(kube_error(format!(
-                                "creating the update pod of {namespace}/{name}"
-                            )))?;
-                    }
+                    start_update_pod(context, catalog, &pod_api, update).await?;
                 }
                 Ok(_) => {}
                 Err(error) => {

@@ -76,7 +76,9 @@ pub(crate) struct Args {
     pub cluster: ClusterArgs,
 }
 
-async fn list<K>(client: &Client, namespace: Option<&str>) -> Result<Vec<K>>
+/// The objects of kind `K` in `namespace` (every namespace when `None`),
+/// carrying `label` when given.
+async fn list<K>(client: &Client, namespace: Option<&str>, label: Option<&str>) -> Result<Vec<K>>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -88,27 +90,12 @@ where
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
     };
-    Ok(api
-        .list(&ListParams::default())
-        .await
-        .with_context(|| format!("listing {}", K::plural(&Default::default())))?
-        .items)
-}
-
-async fn list_labelled<K>(client: &Client, namespace: Option<&str>, label: &str) -> Result<Vec<K>>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + DeserializeOwned,
-    K::DynamicType: Default,
-{
-    let api: Api<K> = match namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
+    let params = match label {
+        Some(label) => ListParams::default().labels(label),
+        None => ListParams::default(),
     };
     Ok(api
-        .list(&ListParams::default().labels(label))
+        .list(&params)
         .await
         .with_context(|| format!("listing {}", K::plural(&Default::default())))?
         .items)
@@ -121,11 +108,11 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     // `-n` narrows the look to one namespace; without it, every namespace.
     let scope = args.cluster.namespace.as_deref();
 
-    let subscriptions: Vec<Subscription> = list(client, scope).await?;
-    let plans: Vec<InstallPlan> = list(client, scope).await?;
-    let csvs: Vec<ClusterServiceVersion> = list(client, scope).await?;
-    let catalogs: Vec<CatalogSource> = list(client, scope).await?;
-    let groups: Vec<OperatorGroup> = list(client, scope).await?;
+    let subscriptions: Vec<Subscription> = list(client, scope, None).await?;
+    let plans: Vec<InstallPlan> = list(client, scope, None).await?;
+    let csvs: Vec<ClusterServiceVersion> = list(client, scope, None).await?;
+    let catalogs: Vec<CatalogSource> = list(client, scope, None).await?;
+    let groups: Vec<OperatorGroup> = list(client, scope, None).await?;
     let unpack_records = unpack_records(client, scope).await?;
     let served_apis = served_apis(client, scope).await?;
     let crd_schemas = crd_schemas(client).await?;
@@ -238,7 +225,7 @@ fn print(found: &[Finding], format: Format) -> Result<()> {
 /// bundle-unpacker's ConfigMaps and upstream's unpack Jobs.
 async fn unpack_records(client: &Client, scope: Option<&str>) -> Result<Vec<UnpackRecord>> {
     let mut out = Vec::new();
-    for map in list_labelled::<ConfigMap>(client, scope, labels::BUNDLE_UNPACK_REF).await? {
+    for map in list::<ConfigMap>(client, scope, Some(labels::BUNDLE_UNPACK_REF)).await? {
         let annotations = map.metadata.annotations.clone().unwrap_or_default();
         let failure = annotations
             .get(olm_catalog::unpacked::FAILURE_REASON)
@@ -256,7 +243,7 @@ async fn unpack_records(client: &Client, scope: Option<&str>) -> Result<Vec<Unpa
             failure,
         });
     }
-    for job in list_labelled::<Job>(client, scope, labels::BUNDLE_UNPACK_REF).await? {
+    for job in list::<Job>(client, scope, Some(labels::BUNDLE_UNPACK_REF)).await? {
         let status = job.status.unwrap_or_default();
         let failed = status
             .conditions
