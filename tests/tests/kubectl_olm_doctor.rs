@@ -1,8 +1,9 @@
 //! `kubectl olm doctor` against a real control plane: silent on a healthy
 //! install; on a namespace staged as the field incidents left theirs (a
 //! failed InstallPlan and the unpack record of the staging-registry
-//! incident, an APIService whose caBundle does not trust its Service's
-//! certificate, a CRD whose status schema restricts values, an unhealthy
+//! incident, an APIService and a webhook whose caBundle does not trust
+//! their Service's certificate, a CRD whose status schema restricts values
+//! and a status write it refused, an unhealthy
 //! catalog, copied CSVs, a Subscription without an OperatorGroup), every one
 //! found; `--fix` deletes only the failed plan and the stale record.
 
@@ -72,6 +73,7 @@ fn decode<T: serde::de::DeserializeOwned>(value: Value) -> T {
 
 const PROBE_CRD: &str = "doctorprobes.operators.coreos.com";
 const PROBE_APISERVICE: &str = "v1alpha1.doctor.olm.test";
+const PROBE_WEBHOOK: &str = "doctor-probe-hook";
 
 /// Removes the cluster-wide objects the test staged, even when it fails.
 struct Staged;
@@ -85,6 +87,7 @@ impl Drop for Staged {
                 "--ignore-not-found",
                 &format!("apiservice/{PROBE_APISERVICE}"),
                 &format!("crd/{PROBE_CRD}"),
+                &format!("validatingwebhookconfiguration/{PROBE_WEBHOOK}"),
             ])
             .output();
     }
@@ -208,6 +211,33 @@ async fn doctor_is_silent_when_healthy_and_finds_each_incident_staged() {
                      "caBundle": base64::engine::general_purpose::STANDARD.encode(&trusted.ca_bundle_pem)}})))
         .await
         .unwrap();
+    // The same for one of OLM's webhooks (matching nothing, ignored on
+    // failure, so the cluster is not disturbed).
+    Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(
+        client.clone(),
+    )
+    .create(&params, &decode(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": PROBE_WEBHOOK, "labels": {"olm.owner": "probe.v1"}},
+        "webhooks": [{
+            "name": "probe.doctor.olm.test",
+            "clientConfig": {"service": {"namespace": b, "name": "pkg", "path": "/validate", "port": 443},
+                             "caBundle": base64::engine::general_purpose::STANDARD.encode(&trusted.ca_bundle_pem)},
+            "rules": [{"apiGroups": ["doctor.olm.test"], "apiVersions": ["v1alpha1"], "resources": ["probes"], "operations": ["CREATE"]}],
+            "failurePolicy": "Ignore", "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})))
+    .await
+    .unwrap();
+    // A status write an older CRD refused, as olm-operator reports it.
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), b)
+        .create(&params, &decode(json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "copied.v1.rejected"},
+            "involvedObject": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+                               "namespace": b, "name": "copied.v1"},
+            "reason": "StatusRejected", "type": "Warning", "count": 2,
+            "message": "status.conditions[0].status: Unsupported value: \"Unknown\""})))
+        .await
+        .unwrap();
     // The rollback incident: an OLM CRD whose status schema has an enum.
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&params, &decode(json!({
@@ -249,6 +279,18 @@ async fn doctor_is_silent_when_healthy_and_finds_each_incident_staged() {
             false,
         ),
         ("status-schema", "Warning", probe.as_str(), false),
+        (
+            "serving-certificate",
+            "Error",
+            "ValidatingWebhookConfiguration doctor-probe-hook (webhook probe.doctor.olm.test)",
+            false,
+        ),
+        (
+            "status-rejected",
+            "Error",
+            "ClusterServiceVersion NS/copied.v1",
+            false,
+        ),
         ("catalog-unhealthy", "Error", "CatalogSource NS/down", false),
         ("copied-csvs", "Warning", "OLMConfig cluster", false),
         ("operator-group", "Error", "Namespace NS", false),

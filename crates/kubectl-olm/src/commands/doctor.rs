@@ -8,8 +8,11 @@ use std::time::SystemTime;
 use anyhow::{Context as _, Result};
 use k8s_openapi::{
     api::{
+        admissionregistration::v1::{
+            MutatingWebhookConfiguration, ServiceReference, ValidatingWebhookConfiguration,
+        },
         batch::v1::Job,
-        core::v1::{ConfigMap, Secret},
+        core::v1::{ConfigMap, Event, Secret},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
@@ -27,8 +30,8 @@ use serde::de::DeserializeOwned;
 use crate::{
     cluster::ClusterArgs,
     decide::doctor::{
-        self, CrdStatusSchema, DEFAULT_COPIED_CSV_THRESHOLD, Finding, Observed, ServedApi,
-        UnpackRecord,
+        self, CrdStatusSchema, DEFAULT_COPIED_CSV_THRESHOLD, Finding, Observed, RejectedStatus,
+        ServedApi, UnpackRecord,
     },
     failure,
     output::{self, Format},
@@ -46,9 +49,9 @@ pub(crate) const HELP: &str = "Examples:
   kubectl olm doctor --fix
 
 Checks: failed-install-plan and stale-unpack-record (the staging-registry incident),
-serving-certificate and apiservice-unavailable (the packageserver incident),
-status-schema (the rollback incident), catalog-unhealthy, catalog-promotion-blocked,
-copied-csvs, operator-group. --fix only deletes objects OLM plans or pulls again; it prints
+serving-certificate (APIServices and OLM's webhooks) and apiservice-unavailable (the
+packageserver incident), status-schema and status-rejected (the rollback incident),
+catalog-unhealthy, catalog-promotion-blocked, copied-csvs, operator-group. --fix only deletes objects OLM plans or pulls again; it prints
 each one first.
 
 Exit status: 0 no findings (or, with --fix, none left); 1 findings; 5 the cluster could not
@@ -114,7 +117,9 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     let catalogs: Vec<CatalogSource> = list(client, scope, None).await?;
     let groups: Vec<OperatorGroup> = list(client, scope, None).await?;
     let unpack_records = unpack_records(client, scope).await?;
-    let served_apis = served_apis(client, scope).await?;
+    let mut served_apis = served_apis(client, scope).await?;
+    served_apis.extend(served_webhooks(client, scope).await?);
+    let rejected_statuses = rejected_statuses(client, scope).await?;
     let crd_schemas = crd_schemas(client).await?;
     let copied_csvs_disabled = Api::<OLMConfig>::all(client.clone())
         .get_opt("cluster")
@@ -132,6 +137,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         unpack_records: &unpack_records,
         served_apis: &served_apis,
         crd_schemas: &crd_schemas,
+        rejected_statuses: &rejected_statuses,
         copied_csvs_disabled,
         copied_csv_threshold: args.copied_csv_threshold,
         now: SystemTime::now(),
@@ -285,20 +291,7 @@ async fn served_apis(client: &Client, scope: Option<&str>) -> Result<Vec<ServedA
         if scope.is_some_and(|s| s != namespace) {
             continue;
         }
-        let secret_name = format!("{name}-cert");
-        let secret = Api::<Secret>::namespaced(client.clone(), &namespace)
-            .get_opt(&secret_name)
-            .await
-            .ok()
-            .flatten();
-        let serving = secret.and_then(|s| {
-            s.data.and_then(|d| d.get("tls.crt").cloned()).map(|crt| {
-                (
-                    format!("{namespace}/{secret_name}"),
-                    String::from_utf8_lossy(&crt.0).into_owned(),
-                )
-            })
-        });
+        let serving = serving_certificate(client, &namespace, &name).await;
         let unavailable = api
             .status
             .and_then(|s| s.conditions)
@@ -313,7 +306,7 @@ async fn served_apis(client: &Client, scope: Option<&str>) -> Result<Vec<ServedA
                 )
             });
         out.push(ServedApi {
-            name: api.metadata.name.unwrap_or_default(),
+            name: format!("APIService {}", api.metadata.name.unwrap_or_default()),
             service: format!("{namespace}/{name}"),
             ca_bundle: spec
                 .ca_bundle
@@ -324,6 +317,127 @@ async fn served_apis(client: &Client, scope: Option<&str>) -> Result<Vec<ServedA
         });
     }
     Ok(out)
+}
+
+/// The Secret `<service>-cert` of a Service and its `tls.crt`, when it
+/// exists (OLM's naming for the certificates it issues).
+async fn serving_certificate(
+    client: &Client,
+    namespace: &str,
+    service: &str,
+) -> Option<(String, String)> {
+    let secret_name = format!("{service}-cert");
+    let secret = Api::<Secret>::namespaced(client.clone(), namespace)
+        .get_opt(&secret_name)
+        .await
+        .ok()
+        .flatten()?;
+    let crt = secret.data?.get("tls.crt").cloned()?;
+    Some((
+        format!("{namespace}/{secret_name}"),
+        String::from_utf8_lossy(&crt.0).into_owned(),
+    ))
+}
+
+/// A webhook of a configuration: its configuration's kind and name, its own
+/// name, its Service and its caBundle.
+type Hook = (String, String, ServiceReference, Vec<u8>);
+
+/// The webhooks of OLM's webhook configurations (label `olm.owner`) served
+/// by a Service in scope.
+async fn served_webhooks(client: &Client, scope: Option<&str>) -> Result<Vec<ServedApi>> {
+    let owned = ListParams::default().labels(labels::OWNER);
+    let mut hooks: Vec<Hook> = Vec::new();
+    for configuration in Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .list(&owned)
+        .await
+        .context("listing ValidatingWebhookConfigurations")?
+        .items
+    {
+        let kind_name = format!(
+            "ValidatingWebhookConfiguration {}",
+            configuration.metadata.name.unwrap_or_default()
+        );
+        for hook in configuration.webhooks.unwrap_or_default() {
+            if let Some(service) = hook.client_config.service {
+                let bundle = hook
+                    .client_config
+                    .ca_bundle
+                    .map(|b| b.0)
+                    .unwrap_or_default();
+                hooks.push((kind_name.clone(), hook.name, service, bundle));
+            }
+        }
+    }
+    for configuration in Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .list(&owned)
+        .await
+        .context("listing MutatingWebhookConfigurations")?
+        .items
+    {
+        let kind_name = format!(
+            "MutatingWebhookConfiguration {}",
+            configuration.metadata.name.unwrap_or_default()
+        );
+        for hook in configuration.webhooks.unwrap_or_default() {
+            if let Some(service) = hook.client_config.service {
+                let bundle = hook
+                    .client_config
+                    .ca_bundle
+                    .map(|b| b.0)
+                    .unwrap_or_default();
+                hooks.push((kind_name.clone(), hook.name, service, bundle));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (kind_name, hook, service, bundle) in hooks {
+        if scope.is_some_and(|s| s != service.namespace) {
+            continue;
+        }
+        out.push(ServedApi {
+            name: format!("{kind_name} (webhook {hook})"),
+            service: format!("{}/{}", service.namespace, service.name),
+            ca_bundle: String::from_utf8_lossy(&bundle).into_owned(),
+            serving: serving_certificate(client, &service.namespace, &service.name).await,
+            unavailable: None,
+        });
+    }
+    Ok(out)
+}
+
+/// The `StatusRejected` Warning events OLM's services published.
+async fn rejected_statuses(client: &Client, scope: Option<&str>) -> Result<Vec<RejectedStatus>> {
+    let api: Api<Event> = match scope {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let events = api
+        .list(&ListParams::default().fields("reason=StatusRejected"))
+        .await
+        .context("listing StatusRejected events")?
+        .items;
+    Ok(events
+        .into_iter()
+        .map(|event| {
+            let regarding = &event.involved_object;
+            let kind = regarding.kind.as_deref().unwrap_or_default();
+            let name = regarding.name.as_deref().unwrap_or_default();
+            let object = match regarding.namespace.as_deref().filter(|n| !n.is_empty()) {
+                Some(namespace) => format!("{kind} {namespace}/{name}"),
+                None => format!("{kind} {name}"),
+            };
+            let count = event
+                .count
+                .or_else(|| event.series.as_ref().and_then(|s| s.count))
+                .unwrap_or(1);
+            RejectedStatus {
+                object,
+                message: event.message.unwrap_or_default(),
+                count,
+            }
+        })
+        .collect())
 }
 
 /// The status schema of every version of OLM's CRDs.

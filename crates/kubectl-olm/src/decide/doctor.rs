@@ -90,20 +90,33 @@ pub(crate) struct UnpackRecord {
     pub failure: Option<String>,
 }
 
-/// An APIService served by a Service, with what it trusts and what the
-/// Service serves.
+/// An APIService, or one webhook of an OLM webhook configuration, served
+/// by a Service: what it trusts and what the Service serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ServedApi {
-    /// The APIService's name.
+    /// The object as findings name it (`APIService v1.packages...`,
+    /// `ValidatingWebhookConfiguration x (webhook y)`).
     pub name: String,
     /// `namespace/name` of its Service.
     pub service: String,
-    /// `spec.caBundle`, as PEM.
+    /// `spec.caBundle` (`clientConfig.caBundle`), as PEM.
     pub ca_bundle: String,
     /// The Secret `<service>-cert` and its `tls.crt`, when it exists.
     pub serving: Option<(String, String)>,
     /// `Available` when not True: its reason and message.
     pub unavailable: Option<String>,
+}
+
+/// A `StatusRejected` Warning event: an OLM service's status write the API
+/// server refused (it then wrote a minimal status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RejectedStatus {
+    /// The object, as `Kind namespace/name`.
+    pub object: String,
+    /// The API server's answer.
+    pub message: String,
+    /// How many times.
+    pub count: i32,
 }
 
 /// An OLM CRD version's status schema.
@@ -128,6 +141,7 @@ pub(crate) struct Observed<'a> {
     pub unpack_records: &'a [UnpackRecord],
     pub served_apis: &'a [ServedApi],
     pub crd_schemas: &'a [CrdStatusSchema],
+    pub rejected_statuses: &'a [RejectedStatus],
     /// Whether OLMConfig disables copied CSVs.
     pub copied_csvs_disabled: bool,
     pub copied_csv_threshold: usize,
@@ -153,6 +167,7 @@ pub(crate) fn findings(observed: Observed<'_>) -> Vec<Finding> {
     served_apis(observed, &mut out);
     csv_certificates(observed, &mut out);
     crd_schemas(observed, &mut out);
+    rejected_statuses(observed, &mut out);
     catalogs(observed, &mut out);
     copied_csvs(observed, &mut out);
     operator_groups(observed, &mut out);
@@ -241,7 +256,7 @@ fn unpack_records(observed: Observed<'_>, out: &mut Vec<Finding>) {
 
 fn served_apis(observed: Observed<'_>, out: &mut Vec<Finding>) {
     for api in observed.served_apis {
-        let object = format!("APIService {}", api.name);
+        let object = api.name.clone();
         if let Some((secret, cert)) = &api.serving {
             let host = {
                 let (namespace, name) = api.service.split_once('/').unwrap_or(("", &api.service));
@@ -355,6 +370,23 @@ fn crd_schemas(observed: Observed<'_>, out: &mut Vec<Finding>) {
                 paths.join(", ")
             ),
             next: "install OLM's CRDs of the running version (`helm upgrade`, or `kubectl apply --server-side -f deploy/crds`)".to_owned(),
+            fix: None,
+        });
+    }
+}
+
+fn rejected_statuses(observed: Observed<'_>, out: &mut Vec<Finding>) {
+    for rejected in observed.rejected_statuses {
+        out.push(Finding {
+            check: "status-rejected",
+            severity: Severity::Error,
+            object: rejected.object.clone(),
+            problem: format!(
+                "the API server refused its status {} time(s), so OLM wrote a minimal status: {}",
+                rejected.count.max(1),
+                rejected.message
+            ),
+            next: "the CRD is older than the OLM writing it (a rollback): install OLM's CRDs of the running version".to_owned(),
             fix: None,
         });
     }
@@ -534,6 +566,7 @@ mod tests {
             unpack_records: &[],
             served_apis: &[],
             crd_schemas: &[],
+            rejected_statuses: &[],
             copied_csvs_disabled: false,
             copied_csv_threshold: 2,
             now: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
@@ -744,6 +777,27 @@ mod tests {
     }
 
     #[test]
+    fn refused_status_writes_are_found() {
+        let rejected = [RejectedStatus {
+            object: "ClusterServiceVersion ns/a.v1".into(),
+            message: "status.conditions[0].status: Unsupported value".into(),
+            count: 3,
+        }];
+        let found = findings(Observed {
+            rejected_statuses: &rejected,
+            ..empty()
+        });
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].check, "status-rejected");
+        assert!(
+            found[0].problem.contains("3 time(s)"),
+            "{}",
+            found[0].problem
+        );
+        assert!(found[0].next.contains("CRDs of the running version"));
+    }
+
+    #[test]
     fn an_apiservice_is_checked_against_the_certificate_its_service_serves() {
         let now = SystemTime::now();
         let profile = olm_certs::material::Profile::for_service("pkg", "olm");
@@ -757,7 +811,7 @@ mod tests {
         let other = olm_certs::material::bootstrap(now, &Default::default(), &profile).unwrap();
         let expiring = olm_certs::material::bootstrap(now, &short, &profile).unwrap();
         let api = |name: &str, bundle: &str, cert: &str, unavailable: Option<&str>| ServedApi {
-            name: name.to_owned(),
+            name: format!("APIService {name}"),
             service: "olm/pkg".to_owned(),
             ca_bundle: bundle.to_owned(),
             serving: Some(("olm/pkg-cert".to_owned(), cert.to_owned())),
