@@ -482,20 +482,20 @@ async fn resolve_digest(
 }
 
 /// Creates `pod` as the catalog's update pod, unless the promotion guard
-/// refused exactly that content.
+/// refused exactly that content; `true` when it was created.
 async fn start_update_pod(
     context: &Context,
     catalog: &CatalogSource,
     pod_api: &Api<Pod>,
     mut pod: Pod,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let name = catalog.name_any();
     decide::as_update_pod(&mut pod, &name);
     if context
         .guard
         .is_blocked(catalog, &promotion::content_key(&pod))
     {
-        return Ok(());
+        return Ok(false);
     }
     pod_api
         .create(&PostParams::default(), &pod)
@@ -504,7 +504,7 @@ async fn start_update_pod(
             "creating the update pod of {}/{name}",
             catalog.metadata.namespace.as_deref().unwrap_or_default()
         )))?;
-    Ok(())
+    Ok(true)
 }
 
 fn is_disrupted(pod: &Pod) -> bool {
@@ -732,7 +732,7 @@ async fn run_registry(
                     ),
                 }
             }
-            start_update_pod(context, catalog, &pod_api, update).await?;
+            pending = start_update_pod(context, catalog, &pod_api, update).await?;
         }
     } else if current.is_empty() {
         // No serving pod: start one, pinned to the image's digest when the
@@ -783,7 +783,7 @@ async fn run_registry(
                 Ok(digest) if serving_digest.as_deref() != Some(digest.as_str()) => {
                     let mut update = pod.clone();
                     decide::pin_pod(&mut update, image, &digest);
-                    start_update_pod(context, catalog, &pod_api, update).await?;
+                    pending = start_update_pod(context, catalog, &pod_api, update).await?;
                 }
                 Ok(_) => {}
                 Err(error) => {
