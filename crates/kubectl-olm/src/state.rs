@@ -8,9 +8,6 @@ use anyhow::{Context, Result, bail};
 use olm_resolver::{InstalledCsv, Subscription};
 use serde_json::Value;
 
-/// The annotation that carries a CSV's properties (upstream's
-/// `projection.PropertiesAnnotationKey`).
-pub(crate) const PROPERTIES_ANNOTATION: &str = "operatorframework.io/properties";
 /// The OperatorGroup annotation that keeps the global catalog namespace out
 /// of resolution.
 pub(crate) const EXCLUDE_GLOBAL_ANNOTATION: &str =
@@ -111,14 +108,14 @@ pub(crate) fn parse_state(text: &str) -> Result<StateFile> {
         }
         match kind {
             "ClusterServiceVersion" => {
-                if is_copied(o) {
+                if olm_resolver::objects::is_copied(o) {
                     continue;
                 }
                 state
                     .csvs
                     .entry(namespace)
                     .or_default()
-                    .push(installed_csv(o, &name)?);
+                    .push(olm_resolver::objects::installed_csv(o).map_err(anyhow::Error::msg)?);
             }
             "Subscription" => {
                 let spec = |k: &str| str_at(o, &["spec", k]).to_owned();
@@ -158,78 +155,6 @@ pub(crate) fn parse_state(text: &str) -> Result<StateFile> {
         }
     }
     Ok(state)
-}
-
-fn is_copied(csv: &Value) -> bool {
-    !str_at(csv, &["metadata", "labels", "olm.copiedFrom"]).is_empty()
-        || str_at(csv, &["status", "reason"]) == "Copied"
-}
-
-/// A CSV's properties: its annotation when present, otherwise the APIs it
-/// owns (`olm.gvk`) and requires (`olm.gvk.required`), as upstream infers.
-fn installed_csv(csv: &Value, name: &str) -> Result<InstalledCsv> {
-    let spec = |k: &str| Some(str_at(csv, &["spec", k]).to_owned()).filter(|s| !s.is_empty());
-    let annotation = str_at(csv, &["metadata", "annotations", PROPERTIES_ANNOTATION]);
-    let mut properties = Vec::new();
-    if annotation.is_empty() {
-        let gvk = |group: &str, version: &str, kind: &str| {
-            serde_json::json!({"group": group, "version": version, "kind": kind}).to_string()
-        };
-        for (section, crd) in [
-            ("customresourcedefinitions", true),
-            ("apiservicedefinitions", false),
-        ] {
-            for (list, type_) in [("owned", "olm.gvk"), ("required", "olm.gvk.required")] {
-                let items = csv
-                    .pointer(&format!("/spec/{section}/{list}"))
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                for item in items {
-                    let group = if crd {
-                        str_at(&item, &["name"])
-                            .split_once('.')
-                            .map(|(_, g)| g.to_owned())
-                            .unwrap_or_default()
-                    } else {
-                        str_at(&item, &["group"]).to_owned()
-                    };
-                    properties.push((
-                        type_.to_owned(),
-                        gvk(
-                            &group,
-                            str_at(&item, &["version"]),
-                            str_at(&item, &["kind"]),
-                        ),
-                    ));
-                }
-            }
-        }
-    } else {
-        let parsed: Value = serde_json::from_str(annotation)
-            .with_context(|| format!("csv {name}: annotation {PROPERTIES_ANNOTATION}"))?;
-        for p in parsed
-            .get("properties")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let type_ = str_at(p, &["type"]).to_owned();
-            let value = p.get("value").cloned().unwrap_or(Value::Null);
-            // Upstream stores values as JSON objects or as JSON strings.
-            let text = match value {
-                Value::String(s) if serde_json::from_str::<Value>(&s).is_ok() => s,
-                other => other.to_string(),
-            };
-            properties.push((type_, text));
-        }
-    }
-    Ok(InstalledCsv {
-        name: name.to_owned(),
-        version: spec("version"),
-        replaces: spec("replaces"),
-        properties,
-    })
 }
 
 #[cfg(test)]

@@ -138,6 +138,7 @@
 pub mod cel;
 pub mod constraint;
 pub mod model;
+pub mod objects;
 mod resolve;
 pub mod sat;
 

@@ -414,8 +414,10 @@ async fn resolve_namespace(
         namespace: namespace.to_owned(),
         csvs: csvs
             .iter()
-            .filter(|c| !c.labels().contains_key(labels::COPIED_FROM))
-            .map(|c| installed_csv(c))
+            .filter_map(|c| {
+                let value = serde_json::to_value(c.as_ref()).unwrap_or_default();
+                (!olm_resolver::objects::is_copied(&value)).then(|| installed_csv(c, &value))
+            })
             .collect(),
         subscriptions: subscriptions
             .iter()
@@ -443,26 +445,22 @@ async fn resolve_namespace(
     Ok(olm_resolver::resolve(&request))
 }
 
-fn installed_csv(csv: &ClusterServiceVersion) -> InstalledCsv {
-    let properties = csv
-        .annotations()
-        .get(labels::PROPERTIES)
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
-        .and_then(|v| v.get("properties").and_then(|p| p.as_array()).cloned())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|p| {
-            let type_ = p.get("type")?.as_str()?.to_owned();
-            let value = p.get("value")?.to_string();
-            Some((type_, value))
-        })
-        .collect();
-    InstalledCsv {
-        name: csv.name_any(),
-        version: csv.spec.version.clone().map(|v| v.to_string()),
-        replaces: csv.spec.replaces.clone(),
-        properties,
-    }
+/// The resolver's view of an installed CSV, read as `kubectl olm` reads it
+/// (one home: [`olm_resolver::objects::installed_csv`]). An unreadable
+/// properties annotation leaves the CSV without properties, and is logged.
+fn installed_csv(csv: &ClusterServiceVersion, value: &serde_json::Value) -> InstalledCsv {
+    olm_resolver::objects::installed_csv(value).unwrap_or_else(|error| {
+        tracing::warn!(
+            error,
+            "unreadable CSV properties; resolving it without them"
+        );
+        InstalledCsv {
+            name: csv.name_any(),
+            version: csv.spec.version.clone().map(|v| v.to_string()),
+            replaces: csv.spec.replaces.clone(),
+            properties: Vec::new(),
+        }
+    })
 }
 
 async fn record_failure(
