@@ -42,6 +42,18 @@ async fn run(namespace: &str, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// The bundles a preview report resolves to.
+fn operator_names(report: &serde_json::Value) -> Vec<String> {
+    report["operators"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|o| o["name"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 async fn names<K>(api: &Api<K>) -> Vec<String>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
@@ -82,6 +94,28 @@ async fn an_operator_is_installed_approved_upgraded_and_uninstalled_with_kubectl
         "--channel",
         "stable",
     ];
+
+    // Preview before anything is installed: what installing would install,
+    // once catalog-operator has seen the catalog READY.
+    let mut preview = vec!["preview", "gadgets", "-o", "json"];
+    preview.extend(from_catalog);
+    let planned = eventually("preview resolves the install", WAIT, || async {
+        let (code, out, err) = run(ns, &preview).await;
+        let report: serde_json::Value =
+            serde_json::from_str(&out).map_err(|e| format!("{e}: {out}{err}"))?;
+        if code == 0 && report["decision"] == "Resolved" {
+            Ok(operator_names(&report))
+        } else {
+            Err(format!("exit {code}: {out}{err}"))
+        }
+    })
+    .await;
+    assert_eq!(planned, ["gadgets.v1.0.0"]);
+    let mut unknown = vec!["preview", "no-such-package"];
+    unknown.extend(from_catalog);
+    let (code, out, _) = run(ns, &unknown).await;
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("decision: ResolutionFailed"), "{out}");
 
     // No OperatorGroup: refused, with the next step.
     let mut install = vec!["install", "gadgets", "--approval", "Manual"];
@@ -167,6 +201,27 @@ async fn an_operator_is_installed_approved_upgraded_and_uninstalled_with_kubectl
         }
     })
     .await;
+    // The preview of the subscribed package names the update the controller
+    // planned: the same answer.
+    let (code, out, err) = run(ns, &["preview", "gadgets", "-o", "json"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let waiting = plans
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.phase.as_str() == "RequiresApproval")
+        })
+        .expect("a plan waiting for approval");
+    assert_eq!(
+        operator_names(&report),
+        waiting.spec.cluster_service_version_names
+    );
     let (code, _, err) = run(ns, &["upgrade", "gadgets", "--to", "3.0.0"]).await;
     assert_eq!(code, 1, "{err}");
     assert!(

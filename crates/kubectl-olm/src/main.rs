@@ -1,9 +1,8 @@
 //! `kubectl-olm`: a kubectl plugin for OLM, the admin's tool for day-2
 //! work. Against a live cluster (through the kubeconfig, as kubectl):
-//! `search`, `install`, `status`, `approve`, `upgrade`, `uninstall`,
-//! `doctor`.
-//! Offline: `resolve` (alias `preview`), a dry run of OLM's resolver over
-//! catalogs and a state file.
+//! `search`, `preview`, `install`, `status`, `approve`, `upgrade`,
+//! `uninstall`, `doctor`. Offline: `resolve`, a dry run of OLM's resolver
+//! over catalogs and a state file.
 //!
 //! It depends on the library crates only (`olm-api`, `olm-catalog`,
 //! `olm-registry`, `olm-resolver`), never on a service crate: it talks to
@@ -34,10 +33,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Preview OLM's resolution of a namespace offline: the bundles it would
-    /// install or upgrade to, or the constraints that conflict.
-    #[command(visible_alias = "preview", after_help = EXIT_CODES_HELP)]
+    /// Resolve a namespace offline, from catalogs and a state file: the
+    /// bundles OLM would install or upgrade to, or the constraints that
+    /// conflict.
+    #[command(after_help = EXIT_CODES_HELP)]
     Resolve(commands::resolve::ResolveArgs),
+    /// Preview, against the cluster, what installing (or upgrading) a
+    /// package would install, or why OLM could not.
+    #[command(after_help = commands::preview::HELP)]
+    Preview(commands::preview::Args),
     /// Find operators in the cluster's catalogs.
     #[command(visible_alias = "list-available", after_help = commands::search::HELP)]
     Search(commands::search::Args),
@@ -72,6 +76,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Upgrade(args) => commands::upgrade::run(&args).await,
         Command::Uninstall(args) => commands::uninstall::run(&args).await,
         Command::Doctor(args) => commands::doctor::run(&args).await,
+        Command::Preview(args) => commands::preview::run(&args).await,
     }
 }
 

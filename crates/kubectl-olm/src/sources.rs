@@ -76,7 +76,11 @@ pub(crate) fn load(arg: &CatalogArg, priority: i32, healthy: bool) -> Result<Cat
     Ok(snapshot)
 }
 
-async fn list_registry(address: &str) -> Result<(Vec<(String, String)>, Vec<BundleInput>)> {
+/// Packages (name, default channel) and bundles of the registry at
+/// `address` (`http://host:port`), as resolver input.
+pub(crate) async fn list_registry(
+    address: &str,
+) -> Result<(Vec<(String, String)>, Vec<BundleInput>)> {
     let client = RegistryClient::connect(
         address,
         ClientOptions {

@@ -367,28 +367,20 @@ fn unusable_input_fails_with_a_message_and_exit_status_2() {
 }
 
 #[test]
-fn preview_is_an_alias_of_resolve() {
+fn preview_is_the_live_command_and_resolve_the_offline_one() {
+    // `preview` was once an alias of the offline `resolve`; it now reads the
+    // cluster, and refuses the offline flags with a usage error.
     let tmp = TempDir::new().unwrap();
-    let community = write_catalog(
-        tmp.path(),
-        "community",
-        &[bundle("app.v1.0.0", "app", "1.0.0")],
-    );
     let state = write_state(tmp.path(), SUB_APP);
-    let out = kubectl_olm(&[
-        "preview",
-        "--catalog",
-        &format!("olm/community={}", community.display()),
-        "--state",
-        state.to_str().unwrap(),
-    ]);
+    let out = kubectl_olm(&["preview", "--state", state.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let help = kubectl_olm(&["preview", "--help"]);
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        text.contains("--registry") && text.contains("PACKAGE"),
+        "{text}"
     );
-    let report: Value = serde_yaml_ng::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
-    assert_eq!(names(&report), ["app.v1.0.0"]);
 }
 
 #[test]

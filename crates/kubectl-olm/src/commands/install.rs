@@ -90,21 +90,21 @@ pub(crate) struct Args {
 
 /// What the Subscription will say, and what the package supports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    catalog: String,
-    catalog_namespace: String,
-    channel: Option<String>,
-    starting_csv: Option<String>,
+pub(crate) struct Target {
+    pub catalog: String,
+    pub catalog_namespace: String,
+    pub channel: Option<String>,
+    pub starting_csv: Option<String>,
     /// Whether the channel head supports only all-namespaces installs (from
     /// its PackageManifest; `false` when unknown).
-    all_namespaces_only: bool,
+    pub all_namespaces_only: bool,
 }
 
 /// Runs `install`.
 pub(crate) async fn run(args: &Args) -> Result<()> {
     let cluster = args.cluster.connect().await?;
     let (client, namespace) = (&cluster.client, cluster.namespace.as_str());
-    let target = target(client, namespace, args).await?;
+    let target = target(client, namespace, args.into()).await?;
     ensure_operator_group(client, namespace, args, target.all_namespaces_only).await?;
 
     let subscriptions: Api<Subscription> = Api::namespaced(client.clone(), namespace);
@@ -197,20 +197,42 @@ pub(crate) enum Approve<'a> {
     First(Option<&'a str>),
 }
 
+/// What `install` and `preview` say of the package to install.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wanted<'a> {
+    pub package: &'a str,
+    pub channel: Option<&'a str>,
+    pub version: Option<&'a str>,
+    pub catalog: Option<&'a str>,
+    pub catalog_namespace: Option<&'a str>,
+}
+
+impl<'a> From<&'a Args> for Wanted<'a> {
+    fn from(args: &'a Args) -> Self {
+        Self {
+            package: &args.package,
+            channel: args.channel.as_deref(),
+            version: args.version.as_deref(),
+            catalog: args.catalog.as_deref(),
+            catalog_namespace: args.catalog_namespace.as_deref(),
+        }
+    }
+}
+
 /// Which catalog, channel and starting CSV: from the flags, and from the
 /// package's PackageManifest for what they leave out.
-async fn target(client: &Client, namespace: &str, args: &Args) -> Result<Target> {
+pub(crate) async fn target(client: &Client, namespace: &str, args: Wanted<'_>) -> Result<Target> {
     let needs_manifest = args.catalog.is_none() || args.channel.is_none() || args.version.is_some();
     let manifest = if needs_manifest {
-        package_manifest(client, namespace, &args.package, args.catalog.is_none()).await?
+        package_manifest(client, namespace, args.package, args.catalog.is_none()).await?
     } else {
         None
     };
-    let (catalog, catalog_namespace) = match (&args.catalog, &manifest) {
+    let (catalog, catalog_namespace) = match (args.catalog, &manifest) {
         (Some(catalog), _) => (
-            catalog.clone(),
+            catalog.to_owned(),
             args.catalog_namespace
-                .clone()
+                .map(str::to_owned)
                 .or_else(|| {
                     manifest
                         .as_ref()
@@ -229,13 +251,13 @@ async fn target(client: &Client, namespace: &str, args: &Args) -> Result<Target>
             ));
         }
     };
-    let channel = args.channel.clone().or_else(|| {
+    let channel = args.channel.map(str::to_owned).or_else(|| {
         manifest
             .as_ref()
             .map(|m| m.status.default_channel.clone())
             .filter(|c| !c.is_empty())
     });
-    let starting_csv = match &args.version {
+    let starting_csv = match args.version {
         None => None,
         Some(version) => {
             let Some(manifest) = &manifest else {
@@ -258,7 +280,7 @@ async fn target(client: &Client, namespace: &str, args: &Args) -> Result<Target>
             };
             let found = entries
                 .iter()
-                .find(|e| e.version.as_deref() == Some(version.as_str()))
+                .find(|e| e.version.as_deref() == Some(version))
                 .map(|e| e.name.clone());
             match found {
                 Some(name) => Some(name),

@@ -3,6 +3,7 @@
 pub(crate) mod approve;
 pub(crate) mod doctor;
 pub(crate) mod install;
+pub(crate) mod preview;
 pub(crate) mod resolve;
 pub(crate) mod search;
 pub(crate) mod status;

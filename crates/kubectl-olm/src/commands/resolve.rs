@@ -1,4 +1,4 @@
-//! `resolve` (alias `preview`): an offline dry run of what OLM's resolver
+//! `resolve`: an offline dry run of what OLM's resolver
 //! would install or upgrade in a namespace, or why it cannot, from catalogs
 //! (file-based catalog directories or registry addresses) and a state file
 //! of the namespace's CSVs and Subscriptions. It talks to no cluster.
@@ -56,7 +56,7 @@ pub(crate) struct ResolveArgs {
 /// What `resolve` prints.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase", tag = "decision")]
-enum Report {
+pub(crate) enum Report {
     /// Resolution succeeded.
     #[serde(rename = "Resolved")]
     Resolved(olm_resolver::Resolution),
@@ -105,7 +105,15 @@ fn run_resolve(args: &ResolveArgs) -> Result<(Report, bool)> {
         global_namespace: &args.global_namespace,
         exclude_global: file.exclude_global.contains(&namespace),
     };
-    Ok(match resolve(&request) {
+    Ok(report(namespace, resolve(&request)))
+}
+
+/// The report of a resolution, and whether it resolved.
+pub(crate) fn report(
+    namespace: String,
+    result: Result<olm_resolver::Resolution, ResolveError>,
+) -> (Report, bool) {
+    match result {
         Ok(resolution) => (Report::Resolved(resolution), true),
         Err(e) => {
             let conflicts = match &e {
@@ -122,10 +130,11 @@ fn run_resolve(args: &ResolveArgs) -> Result<(Report, bool)> {
                 false,
             )
         }
-    })
+    }
 }
 
-fn print(report: &Report, output: Output) -> Result<()> {
+/// Prints a report as YAML or JSON.
+pub(crate) fn print(report: &Report, output: Output) -> Result<()> {
     let text = match output {
         Output::Yaml => serde_yaml_ng::to_string(report)?,
         Output::Json => serde_json::to_string_pretty(report)? + "\n",

@@ -1,0 +1,238 @@
+//! `preview PACKAGE`: what OLM's resolver would decide in a namespace if
+//! PACKAGE were installed there now (or, when it is subscribed already,
+//! what it decides for it now: an upgrade, or nothing), computed against the
+//! cluster's installed CSVs, Subscriptions and catalogs with the code
+//! catalog-operator runs: installed CSVs through
+//! `olm_resolver::objects`, catalog bundles through
+//! `olm_registry::resolver_input`, and `olm_resolver::resolve`.
+
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+use kube::{Api, api::ListParams};
+use olm_api::{
+    catalog_source::CatalogSource, csv::ClusterServiceVersion, labels,
+    operator_group::OperatorGroup, subscription::Subscription,
+};
+use olm_resolver::{CatalogKey, CatalogSnapshot, NamespaceState, ResolveRequest};
+
+use crate::{
+    cluster::ClusterArgs,
+    commands::{
+        install::{Wanted, target},
+        resolve::{Output, print, report},
+    },
+    failure::Failure,
+    sources::{self, CatalogArg},
+};
+
+/// Examples for `--help`.
+pub(crate) const HELP: &str = "Examples:
+  # What installing etcd into team-a would install (and any dependency)
+  kubectl olm preview etcd -n team-a
+
+  # From a given catalog and channel, as JSON
+  kubectl olm preview etcd -n team-a --catalog operatorhub --catalog-namespace olm --channel alpha -o json
+
+  # An installed package: the upgrade OLM would make now, if any
+  kubectl olm preview etcd -n team-a
+
+  # Outside the cluster network, reach a catalog's registry through a port-forward
+  kubectl -n olm port-forward svc/operatorhub 50051:50051 &
+  kubectl olm preview etcd -n team-a --registry olm/operatorhub=127.0.0.1:50051
+
+Catalogs are read from their registry address (spec.address, or the registry Service);
+one that cannot be reached counts as unhealthy, as it would for OLM, and is reported.
+
+Exit status: 0 resolved; 2 bad input; 3 OLM could not resolve it (the conflict is
+printed); 5 the cluster could not be reached or refused a request.";
+
+/// Flags of `preview`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The package.
+    pub package: String,
+    /// The channel (default: the Subscription's, else the package's default).
+    #[arg(short, long)]
+    pub channel: Option<String>,
+    /// The version to start at (a CSV version of the channel).
+    #[arg(short = 'v', long)]
+    pub version: Option<String>,
+    /// The CatalogSource (default: the one whose PackageManifest lists the package).
+    #[arg(long)]
+    pub catalog: Option<String>,
+    /// The CatalogSource's namespace.
+    #[arg(long)]
+    pub catalog_namespace: Option<String>,
+    /// Read a catalog from another address: NAMESPACE/NAME=HOST:PORT.
+    #[arg(long = "registry", value_parser = sources::parse_catalog_arg)]
+    pub registries: Vec<CatalogArg>,
+    /// The global catalog namespace.
+    #[arg(long, default_value = "olm")]
+    pub global_namespace: String,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "yaml")]
+    pub output: Output,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+async fn list<K>(api: Api<K>, what: &str) -> Result<Vec<K>>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    Ok(api
+        .list(&ListParams::default())
+        .await
+        .with_context(|| format!("listing {what}"))?
+        .items)
+}
+
+/// Runs `preview`.
+pub(crate) async fn run(args: &Args) -> Result<()> {
+    let cluster = args.cluster.connect().await?;
+    let (client, namespace) = (&cluster.client, cluster.namespace.as_str());
+    let subscriptions: Vec<Subscription> =
+        list(Api::namespaced(client.clone(), namespace), "Subscriptions").await?;
+    let csvs: Vec<ClusterServiceVersion> = list(
+        Api::namespaced(client.clone(), namespace),
+        "ClusterServiceVersions",
+    )
+    .await?;
+    let groups: Vec<OperatorGroup> =
+        list(Api::namespaced(client.clone(), namespace), "OperatorGroups").await?;
+    let exclude_global = groups.iter().any(|g| {
+        g.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION))
+            .is_some_and(|v| v == "true")
+    });
+
+    let mut state = NamespaceState {
+        namespace: namespace.to_owned(),
+        csvs: Vec::new(),
+        subscriptions: subscriptions.iter().map(resolver_subscription).collect(),
+    };
+    for csv in &csvs {
+        let value = serde_json::to_value(csv).context("reading a CSV")?;
+        if !olm_resolver::objects::is_copied(&value) {
+            state.csvs.push(
+                olm_resolver::objects::installed_csv(&value)
+                    .map_err(|e| Failure::Input(e.to_string()))?,
+            );
+        }
+    }
+    if !subscriptions.iter().any(|s| s.spec.package == args.package) {
+        let wanted = Wanted {
+            package: &args.package,
+            channel: args.channel.as_deref(),
+            version: args.version.as_deref(),
+            catalog: args.catalog.as_deref(),
+            catalog_namespace: args.catalog_namespace.as_deref(),
+        };
+        let target = target(client, namespace, wanted).await?;
+        state.subscriptions.push(olm_resolver::Subscription {
+            name: args.package.clone(),
+            package: args.package.clone(),
+            channel: target.channel.unwrap_or_default(),
+            catalog: target.catalog,
+            catalog_namespace: target.catalog_namespace,
+            starting_csv: target.starting_csv.unwrap_or_default(),
+            installed_csv: String::new(),
+        });
+    }
+
+    let mut namespaces = vec![namespace.to_owned()];
+    if !exclude_global && args.global_namespace != namespace {
+        namespaces.push(args.global_namespace.clone());
+    }
+    let mut catalogs = Vec::new();
+    for ns in &namespaces {
+        let sources: Vec<CatalogSource> =
+            list(Api::namespaced(client.clone(), ns), "CatalogSources").await?;
+        for source in sources {
+            catalogs.push(Arc::new(snapshot(&source, &args.registries).await));
+        }
+    }
+
+    let request = ResolveRequest {
+        state: &state,
+        catalogs: &catalogs,
+        global_namespace: &args.global_namespace,
+        exclude_global,
+    };
+    let (report, resolved) = report(namespace.to_owned(), olm_resolver::resolve(&request));
+    print(&report, args.output)?;
+    if resolved {
+        Ok(())
+    } else {
+        Err(Failure::Unresolvable(format!(
+            "OLM cannot resolve {} in namespace {namespace} (see above)",
+            args.package
+        ))
+        .into())
+    }
+}
+
+fn resolver_subscription(s: &Subscription) -> olm_resolver::Subscription {
+    olm_resolver::Subscription {
+        name: s.metadata.name.clone().unwrap_or_default(),
+        package: s.spec.package.clone(),
+        channel: s.spec.channel.clone().unwrap_or_default(),
+        catalog: s.spec.source.clone(),
+        catalog_namespace: s.spec.source_namespace.clone(),
+        starting_csv: s.spec.starting_csv.clone().unwrap_or_default(),
+        installed_csv: s
+            .status
+            .as_ref()
+            .and_then(|st| st.installed_csv.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// The catalog as resolution sees it: its content read from its registry
+/// (or the address `--registry` gives), healthy when OLM last saw it READY
+/// and it answered now; unhealthy and empty otherwise (reported).
+async fn snapshot(source: &CatalogSource, overrides: &[CatalogArg]) -> CatalogSnapshot {
+    let namespace = source.metadata.namespace.clone().unwrap_or_default();
+    let name = source.metadata.name.clone().unwrap_or_default();
+    let key = CatalogKey::new(&name, &namespace);
+    let priority = i32::try_from(source.spec.priority.unwrap_or(0)).unwrap_or(0);
+    let ready = source
+        .status
+        .as_ref()
+        .and_then(|s| s.connection_state.as_ref())
+        .is_some_and(|c| c.last_observed_state.as_str() == "READY");
+    let address = overrides
+        .iter()
+        .find(|o| o.namespace == namespace && o.name == name)
+        .map(|o| o.source.clone())
+        .or_else(|| source.registry_address());
+    let unhealthy = || CatalogSnapshot::build(key.clone(), priority, false, &[], Vec::new());
+    let Some(address) = address else {
+        eprintln!("catalog {namespace}/{name}: no registry address yet; treated as unhealthy");
+        return unhealthy();
+    };
+    if !ready {
+        eprintln!("catalog {namespace}/{name}: not READY; treated as unhealthy, as OLM does");
+        return unhealthy();
+    }
+    let endpoint = if address.contains("://") {
+        address.clone()
+    } else {
+        format!("http://{address}")
+    };
+    match sources::list_registry(&endpoint).await {
+        Ok((packages, bundles)) => {
+            CatalogSnapshot::build(key.clone(), priority, true, &packages, bundles)
+        }
+        Err(error) => {
+            eprintln!(
+                "catalog {namespace}/{name}: cannot read {address} ({error:#}); treated as unhealthy \
+                 (outside the cluster network, pass --registry {namespace}/{name}=HOST:PORT)"
+            );
+            unhealthy()
+        }
+    }
+}
