@@ -118,20 +118,11 @@ pub(crate) fn parse_state(text: &str) -> Result<StateFile> {
                     .push(olm_resolver::objects::installed_csv(o).map_err(anyhow::Error::msg)?);
             }
             "Subscription" => {
-                let spec = |k: &str| str_at(o, &["spec", k]).to_owned();
                 state
                     .subscriptions
                     .entry(namespace)
                     .or_default()
-                    .push(Subscription {
-                        name,
-                        package: spec("name"),
-                        channel: spec("channel"),
-                        catalog: spec("source"),
-                        catalog_namespace: spec("sourceNamespace"),
-                        starting_csv: spec("startingCSV"),
-                        installed_csv: str_at(o, &["status", "installedCSV"]).to_owned(),
-                    });
+                    .push(olm_resolver::objects::subscription(o));
             }
             "CatalogSource" => {
                 let observed = str_at(o, &["status", "connectionState", "lastObservedState"]);

@@ -1,7 +1,7 @@
 //! Resolver input read from the Kubernetes objects of a namespace, in JSON
 //! form: the one home of how an installed CSV becomes an [`InstalledCsv`]
-//! (its properties annotation, else the properties upstream infers) and of
-//! which CSVs are OLM's copies. catalog-operator (from its caches) and
+//! (its properties annotation, else the properties upstream infers), of
+//! which CSVs are OLM's copies, and of how a Subscription is read. catalog-operator (from its caches) and
 //! `kubectl olm` (from a state file) both read CSVs through here, so a
 //! preview and the controller cannot disagree.
 
@@ -23,6 +23,20 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
         }
     }
     cur.as_str().unwrap_or("")
+}
+
+/// The resolver's view of a Subscription object.
+pub fn subscription(subscription: &Value) -> crate::model::Subscription {
+    let spec = |k: &str| str_at(subscription, &["spec", k]).to_owned();
+    crate::model::Subscription {
+        name: str_at(subscription, &["metadata", "name"]).to_owned(),
+        package: spec("name"),
+        channel: spec("channel"),
+        catalog: spec("source"),
+        catalog_namespace: spec("sourceNamespace"),
+        starting_csv: spec("startingCSV"),
+        installed_csv: str_at(subscription, &["status", "installedCSV"]).to_owned(),
+    }
 }
 
 /// Whether the CSV is a copy OLM made into a target namespace (label
@@ -152,6 +166,38 @@ mod tests {
 
         let broken = serde_json::json!({"metadata": {"name": "c", "annotations": {PROPERTIES_ANNOTATION: "{"}}});
         assert!(installed_csv(&broken).unwrap_err().contains("csv c"));
+    }
+
+    #[test]
+    fn subscriptions_are_read_from_spec_and_status() {
+        let sub = subscription(&serde_json::json!({
+            "metadata": {"name": "etcd-sub"},
+            "spec": {"name": "etcd", "channel": "alpha", "source": "c", "sourceNamespace": "olm",
+                     "startingCSV": "etcd.v1"},
+            "status": {"installedCSV": "etcd.v1"},
+        }));
+        assert_eq!(
+            (
+                sub.name.as_str(),
+                sub.package.as_str(),
+                sub.channel.as_str()
+            ),
+            ("etcd-sub", "etcd", "alpha")
+        );
+        assert_eq!(
+            (sub.catalog.as_str(), sub.catalog_namespace.as_str()),
+            ("c", "olm")
+        );
+        assert_eq!(
+            (sub.starting_csv.as_str(), sub.installed_csv.as_str()),
+            ("etcd.v1", "etcd.v1")
+        );
+        let bare =
+            subscription(&serde_json::json!({"metadata": {"name": "x"}, "spec": {"name": "x"}}));
+        assert_eq!(
+            (bare.channel.as_str(), bare.installed_csv.as_str()),
+            ("", "")
+        );
     }
 
     #[test]

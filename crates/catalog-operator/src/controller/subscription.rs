@@ -421,18 +421,10 @@ async fn resolve_namespace(
             .collect(),
         subscriptions: subscriptions
             .iter()
-            .map(|s| olm_resolver::Subscription {
-                name: s.name_any(),
-                package: s.spec.package.clone(),
-                channel: s.spec.channel.clone().unwrap_or_default(),
-                catalog: s.spec.source.clone(),
-                catalog_namespace: s.spec.source_namespace.clone(),
-                starting_csv: s.spec.starting_csv.clone().unwrap_or_default(),
-                installed_csv: s
-                    .status
-                    .as_ref()
-                    .and_then(|st| st.installed_csv.clone())
-                    .unwrap_or_default(),
+            .map(|s| {
+                olm_resolver::objects::subscription(
+                    &serde_json::to_value(s.as_ref()).unwrap_or_default(),
+                )
             })
             .collect(),
     };

@@ -10,6 +10,7 @@ use k8s_openapi::{
     api::{
         admissionregistration::v1::{
             MutatingWebhookConfiguration, ServiceReference, ValidatingWebhookConfiguration,
+            WebhookClientConfig,
         },
         batch::v1::Job,
         core::v1::{ConfigMap, Event, Secret},
@@ -343,6 +344,22 @@ async fn serving_certificate(
 /// name, its Service and its caBundle.
 type Hook = (String, String, ServiceReference, Vec<u8>);
 
+/// The webhooks of one configuration that a Service serves.
+fn served_by_services(
+    kind: &str,
+    name: Option<String>,
+    webhooks: impl Iterator<Item = (String, WebhookClientConfig)>,
+) -> Vec<Hook> {
+    let kind_name = format!("{kind} {}", name.unwrap_or_default());
+    webhooks
+        .filter_map(|(hook, config)| {
+            let service = config.service?;
+            let bundle = config.ca_bundle.map(|b| b.0).unwrap_or_default();
+            Some((kind_name.clone(), hook, service, bundle))
+        })
+        .collect()
+}
+
 /// The webhooks of OLM's webhook configurations (label `olm.owner`) served
 /// by a Service in scope.
 async fn served_webhooks(client: &Client, scope: Option<&str>) -> Result<Vec<ServedApi>> {
@@ -354,20 +371,15 @@ async fn served_webhooks(client: &Client, scope: Option<&str>) -> Result<Vec<Ser
         .context("listing ValidatingWebhookConfigurations")?
         .items
     {
-        let kind_name = format!(
-            "ValidatingWebhookConfiguration {}",
-            configuration.metadata.name.unwrap_or_default()
-        );
-        for hook in configuration.webhooks.unwrap_or_default() {
-            if let Some(service) = hook.client_config.service {
-                let bundle = hook
-                    .client_config
-                    .ca_bundle
-                    .map(|b| b.0)
-                    .unwrap_or_default();
-                hooks.push((kind_name.clone(), hook.name, service, bundle));
-            }
-        }
+        hooks.extend(served_by_services(
+            "ValidatingWebhookConfiguration",
+            configuration.metadata.name,
+            configuration
+                .webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|h| (h.name, h.client_config)),
+        ));
     }
     for configuration in Api::<MutatingWebhookConfiguration>::all(client.clone())
         .list(&owned)
@@ -375,20 +387,15 @@ async fn served_webhooks(client: &Client, scope: Option<&str>) -> Result<Vec<Ser
         .context("listing MutatingWebhookConfigurations")?
         .items
     {
-        let kind_name = format!(
-            "MutatingWebhookConfiguration {}",
-            configuration.metadata.name.unwrap_or_default()
-        );
-        for hook in configuration.webhooks.unwrap_or_default() {
-            if let Some(service) = hook.client_config.service {
-                let bundle = hook
-                    .client_config
-                    .ca_bundle
-                    .map(|b| b.0)
-                    .unwrap_or_default();
-                hooks.push((kind_name.clone(), hook.name, service, bundle));
-            }
-        }
+        hooks.extend(served_by_services(
+            "MutatingWebhookConfiguration",
+            configuration.metadata.name,
+            configuration
+                .webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|h| (h.name, h.client_config)),
+        ));
     }
     let mut out = Vec::new();
     for (kind_name, hook, service, bundle) in hooks {

@@ -53,20 +53,8 @@ const POLL: Duration = Duration::from_millis(500);
 /// Flags of `install`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The package to install.
-    pub package: String,
-    /// The channel (default: the package's default channel).
-    #[arg(short, long)]
-    pub channel: Option<String>,
-    /// The version to start at (a CSV version of the channel).
-    #[arg(short = 'v', long)]
-    pub version: Option<String>,
-    /// The CatalogSource (default: the one whose PackageManifest lists the package).
-    #[arg(long)]
-    pub catalog: Option<String>,
-    /// The CatalogSource's namespace (default: the PackageManifest's, else `olm`).
-    #[arg(long)]
-    pub catalog_namespace: Option<String>,
+    #[command(flatten)]
+    pub wanted: PackageArgs,
     /// How upgrades are approved (default: Automatic, or Manual with --version).
     #[arg(long, value_parser = ["Automatic", "Manual"])]
     pub approval: Option<String>,
@@ -104,7 +92,7 @@ pub(crate) struct Target {
 pub(crate) async fn run(args: &Args) -> Result<()> {
     let cluster = args.cluster.connect().await?;
     let (client, namespace) = (&cluster.client, cluster.namespace.as_str());
-    let target = target(client, namespace, args.into()).await?;
+    let target = target(client, namespace, (&args.wanted).into()).await?;
     ensure_operator_group(client, namespace, args, target.all_namespaces_only).await?;
 
     let subscriptions: Api<Subscription> = Api::namespaced(client.clone(), namespace);
@@ -112,14 +100,14 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     if let Some(other) = existing
         .items
         .iter()
-        .find(|s| s.spec.package == args.package)
+        .find(|s| s.spec.package == args.wanted.package)
     {
         return failure::input(format!(
             "package {} is already subscribed in namespace {namespace} (Subscription {}); \
              see `kubectl olm status {} -n {namespace}`, or `kubectl olm upgrade`",
-            args.package,
+            args.wanted.package,
             other.metadata.name.as_deref().unwrap_or_default(),
-            args.package
+            args.wanted.package
         ));
     }
     let manual = match args.approval.as_deref() {
@@ -129,9 +117,9 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     let subscription: Subscription = serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "Subscription",
-        "metadata": {"name": args.package, "namespace": namespace},
+        "metadata": {"name": args.wanted.package, "namespace": namespace},
         "spec": {
-            "name": args.package,
+            "name": args.wanted.package,
             "source": target.catalog,
             "sourceNamespace": target.catalog_namespace,
             "channel": target.channel,
@@ -143,11 +131,11 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     subscriptions
         .create(&PostParams::default(), &subscription)
         .await
-        .with_context(|| format!("creating Subscription {namespace}/{}", args.package))?;
+        .with_context(|| format!("creating Subscription {namespace}/{}", args.wanted.package))?;
     println!(
         "subscription {namespace}/{} created: package {} from catalog {}/{}{}",
-        args.package,
-        args.package,
+        args.wanted.package,
+        args.wanted.package,
         target.catalog_namespace,
         target.catalog,
         target
@@ -160,12 +148,12 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         if manual {
             println!(
                 "approval is Manual: approve the install with `kubectl olm approve {} -n {namespace}`",
-                args.package
+                args.wanted.package
             );
         }
         println!(
             "follow it with `kubectl olm status {} -n {namespace}`",
-            args.package
+            args.wanted.package
         );
         return Ok(());
     }
@@ -180,7 +168,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     follow(
         client,
         namespace,
-        &args.package,
+        &args.wanted.package,
         None,
         approve,
         Duration::from_secs(args.timeout),
@@ -197,7 +185,26 @@ pub(crate) enum Approve<'a> {
     First(Option<&'a str>),
 }
 
-/// What `install` and `preview` say of the package to install.
+/// The package flags of `install` and `preview`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct PackageArgs {
+    /// The package.
+    pub package: String,
+    /// The channel (default: the package's default channel).
+    #[arg(short, long)]
+    pub channel: Option<String>,
+    /// The version to start at (a CSV version of the channel).
+    #[arg(short = 'v', long)]
+    pub version: Option<String>,
+    /// The CatalogSource (default: the one whose PackageManifest lists the package).
+    #[arg(long)]
+    pub catalog: Option<String>,
+    /// The CatalogSource's namespace (default: the PackageManifest's, else `olm`).
+    #[arg(long)]
+    pub catalog_namespace: Option<String>,
+}
+
+/// The package asked for, borrowed from [`PackageArgs`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Wanted<'a> {
     pub package: &'a str,
@@ -207,8 +214,8 @@ pub(crate) struct Wanted<'a> {
     pub catalog_namespace: Option<&'a str>,
 }
 
-impl<'a> From<&'a Args> for Wanted<'a> {
-    fn from(args: &'a Args) -> Self {
+impl<'a> From<&'a PackageArgs> for Wanted<'a> {
+    fn from(args: &'a PackageArgs) -> Self {
         Self {
             package: &args.package,
             channel: args.channel.as_deref(),

@@ -19,7 +19,7 @@ use olm_resolver::{CatalogKey, CatalogSnapshot, NamespaceState, ResolveRequest};
 use crate::{
     cluster::ClusterArgs,
     commands::{
-        install::{Wanted, target},
+        install::{PackageArgs, target},
         resolve::{Output, print, report},
     },
     failure::Failure,
@@ -50,20 +50,8 @@ printed); 5 the cluster could not be reached or refused a request.";
 /// Flags of `preview`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The package.
-    pub package: String,
-    /// The channel (default: the Subscription's, else the package's default).
-    #[arg(short, long)]
-    pub channel: Option<String>,
-    /// The version to start at (a CSV version of the channel).
-    #[arg(short = 'v', long)]
-    pub version: Option<String>,
-    /// The CatalogSource (default: the one whose PackageManifest lists the package).
-    #[arg(long)]
-    pub catalog: Option<String>,
-    /// The CatalogSource's namespace.
-    #[arg(long)]
-    pub catalog_namespace: Option<String>,
+    #[command(flatten)]
+    pub wanted: PackageArgs,
     /// Read a catalog from another address: NAMESPACE/NAME=HOST:PORT.
     #[arg(long = "registry", value_parser = sources::parse_catalog_arg)]
     pub registries: Vec<CatalogArg>,
@@ -112,7 +100,12 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     let mut state = NamespaceState {
         namespace: namespace.to_owned(),
         csvs: Vec::new(),
-        subscriptions: subscriptions.iter().map(resolver_subscription).collect(),
+        subscriptions: subscriptions
+            .iter()
+            .map(|s| {
+                olm_resolver::objects::subscription(&serde_json::to_value(s).unwrap_or_default())
+            })
+            .collect(),
     };
     for csv in &csvs {
         let value = serde_json::to_value(csv).context("reading a CSV")?;
@@ -123,18 +116,14 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
             );
         }
     }
-    if !subscriptions.iter().any(|s| s.spec.package == args.package) {
-        let wanted = Wanted {
-            package: &args.package,
-            channel: args.channel.as_deref(),
-            version: args.version.as_deref(),
-            catalog: args.catalog.as_deref(),
-            catalog_namespace: args.catalog_namespace.as_deref(),
-        };
-        let target = target(client, namespace, wanted).await?;
+    if !subscriptions
+        .iter()
+        .any(|s| s.spec.package == args.wanted.package)
+    {
+        let target = target(client, namespace, (&args.wanted).into()).await?;
         state.subscriptions.push(olm_resolver::Subscription {
-            name: args.package.clone(),
-            package: args.package.clone(),
+            name: args.wanted.package.clone(),
+            package: args.wanted.package.clone(),
             channel: target.channel.unwrap_or_default(),
             catalog: target.catalog,
             catalog_namespace: target.catalog_namespace,
@@ -169,25 +158,9 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     } else {
         Err(Failure::Unresolvable(format!(
             "OLM cannot resolve {} in namespace {namespace} (see above)",
-            args.package
+            args.wanted.package
         ))
         .into())
-    }
-}
-
-fn resolver_subscription(s: &Subscription) -> olm_resolver::Subscription {
-    olm_resolver::Subscription {
-        name: s.metadata.name.clone().unwrap_or_default(),
-        package: s.spec.package.clone(),
-        channel: s.spec.channel.clone().unwrap_or_default(),
-        catalog: s.spec.source.clone(),
-        catalog_namespace: s.spec.source_namespace.clone(),
-        starting_csv: s.spec.starting_csv.clone().unwrap_or_default(),
-        installed_csv: s
-            .status
-            .as_ref()
-            .and_then(|st| st.installed_csv.clone())
-            .unwrap_or_default(),
     }
 }
 
