@@ -28,8 +28,8 @@ use olm_api::{
 use olm_e2e::{
     eventually,
     harness::{
-        BundleSpec, ServiceOptions, Setup, WAIT, create_catalog, create_operator_group,
-        create_subscription, publish, serve_bundles, start_services_with, wait_installed,
+        BundleSpec, ServiceOptions, Setup, WAIT, publish, serve_bundles, start_services_with,
+        subscribe, wait_installed,
     },
 };
 use serde_json::{Value, json};
@@ -103,15 +103,7 @@ async fn doctor_is_silent_when_healthy_and_finds_each_incident_staged() {
     let (bundle, image) = publish(&host, &spec).await;
     let (catalog, _dir) = serve_bundles(&[(&bundle, &image)]).await;
     let services = start_services_with(ns, &host, ServiceOptions::default()).await;
-    create_catalog(
-        &setup.client,
-        ns,
-        "gadgets-catalog",
-        &catalog.addr().to_string(),
-    )
-    .await;
-    create_operator_group(&setup.client, ns, json!({})).await;
-    create_subscription(&setup.client, ns, "gadgets", "gadgets-catalog", None).await;
+    subscribe(&setup.client, ns, &catalog.addr().to_string(), None).await;
     wait_installed(&setup.client, ns, "gadgets", "gadgets.v1.0.0").await;
     eventually("doctor finds nothing", WAIT, || async {
         match doctor(ns, &[]).await {

@@ -18,6 +18,20 @@ pub(crate) enum Format {
     Yaml,
 }
 
+/// `-o` of the commands that list (its default from `KUBECTL_OLM_OUTPUT`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct FormatArg {
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value_t,
+        env = "KUBECTL_OLM_OUTPUT"
+    )]
+    pub output: Format,
+}
+
 /// Aligns `rows` under `header`, two spaces between columns, no trailing
 /// spaces.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {

@@ -491,10 +491,7 @@ async fn start_update_pod(
 ) -> Result<bool, Error> {
     let name = catalog.name_any();
     decide::as_update_pod(&mut pod, &name);
-    if context
-        .guard
-        .is_blocked(catalog, &promotion::content_key(&pod))
-    {
+    if context.guard.is_blocked(catalog, &guard::content_key(&pod)) {
         return Ok(false);
     }
     pod_api
@@ -664,7 +661,7 @@ async fn run_registry(
             delete_pod(&pod_api, &update.name_any(), 1).await?;
             continue;
         }
-        let content = promotion::content_key(update);
+        let content = guard::content_key(update);
         if decide::pod_broken(update) {
             if guarded {
                 let message = guard::unhealthy_message(&content.1);
@@ -748,7 +745,7 @@ async fn run_registry(
                     let refused = guarded
                         && context
                             .guard
-                            .is_blocked(catalog, &promotion::content_key(&candidate));
+                            .is_blocked(catalog, &guard::content_key(&candidate));
                     let digest = match context.guard.last_served(catalog) {
                         Some(served) if refused => served,
                         _ => digest,

@@ -322,10 +322,12 @@ pub async fn run(
     let (catalog_tx, catalog_rx) = mpsc::unbounded::<ObjectRef<CatalogSource>>();
     let (ns_tx, ns_rx) = mpsc::unbounded::<ObjectRef<Namespace>>();
     let connections = Connections::new(AddressResolver::new(config.service_lookup, client.clone()));
+    let guard = promotion::Memory::default();
 
     let catalogs = {
         let tx = catalog_tx.clone();
         let connections = connections.clone();
+        let guard = guard.clone();
         let ns_tx = ns_tx.clone();
         let global = config.global_catalog_namespace.clone();
         let metrics = metrics.clone();
@@ -337,6 +339,7 @@ pub async fn run(
                 if change == cache::Change::Deleted {
                     let namespace = catalog.metadata.namespace.as_deref().unwrap_or_default();
                     connections.forget(namespace, &catalog.name_any());
+                    guard.forget(catalog);
                     metrics.catalog_deleted(namespace, &catalog.name_any());
                 }
                 let _ = tx.unbounded_send(ObjectRef::from_obj(catalog));
@@ -454,7 +457,7 @@ pub async fn run(
         metrics,
         kube_version,
         failures: std::sync::Mutex::new(HashMap::new()),
-        guard: promotion::Memory::default(),
+        guard,
     });
 
     let reflector_tasks = futures::future::join_all([

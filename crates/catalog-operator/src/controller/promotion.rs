@@ -5,7 +5,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{Mutex, PoisonError},
+    sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
@@ -49,25 +49,6 @@ pub(crate) enum Check {
     Refused(Vec<Refusal>),
     /// The content could not be read yet (why); try again later.
     Pending(String),
-}
-
-/// The content an update pod serves, as a block is keyed: its spec hash and
-/// its image (pinned to a digest when the catalog is polled).
-pub(crate) fn content_key(pod: &Pod) -> (String, String) {
-    let hash = pod
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(olm_api::labels::POD_SPEC_HASH))
-        .cloned()
-        .unwrap_or_default();
-    let image = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone())
-        .unwrap_or_default();
-    (hash, image)
 }
 
 /// Lists the bundles the update pod serves and checks them against the
@@ -141,8 +122,10 @@ enum Verdict {
 /// put right at the next one). Lost on restart: the condition is then left
 /// as found until the next verdict, and refused content is checked once
 /// more.
-#[derive(Debug, Default)]
-pub(crate) struct Memory(Mutex<HashMap<(String, String), Entry>>);
+/// Shared by clones; an entry goes when its catalog is deleted or stops
+/// being guarded.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Memory(Arc<Mutex<HashMap<(String, String), Entry>>>);
 
 fn key_of(catalog: &CatalogSource) -> (String, String) {
     (
@@ -152,16 +135,24 @@ fn key_of(catalog: &CatalogSource) -> (String, String) {
 }
 
 impl Memory {
+    /// Changes the catalog's entry, making it if needed.
     fn with<T>(&self, catalog: &CatalogSource, f: impl FnOnce(&mut Entry) -> T) -> T {
         let mut entries = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         f(entries.entry(key_of(catalog)).or_default())
     }
 
+    /// Reads the catalog's entry, if it has one (reading makes none).
+    fn read<T>(&self, catalog: &CatalogSource, f: impl FnOnce(&Entry) -> T) -> Option<T> {
+        let entries = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.get(&key_of(catalog)).map(f)
+    }
+
     /// Whether `content` is what the catalog refused last.
     pub(crate) fn is_blocked(&self, catalog: &CatalogSource, content: &(String, String)) -> bool {
-        self.with(catalog, |entry| {
+        self.read(catalog, |entry| {
             matches!(&entry.verdict, Some(Verdict::Blocked { content: blocked, .. }) if blocked == content)
         })
+        .unwrap_or(false)
     }
 
     /// Remembers the digest the catalog's serving pod runs.
@@ -173,7 +164,8 @@ impl Memory {
 
     /// The digest the catalog served last, if known.
     pub(crate) fn last_served(&self, catalog: &CatalogSource) -> Option<String> {
-        self.with(catalog, |entry| entry.served_digest.clone())
+        self.read(catalog, |entry| entry.served_digest.clone())
+            .flatten()
     }
 
     /// Records that `content` passed and was promoted.
@@ -185,7 +177,7 @@ impl Memory {
         });
     }
 
-    /// Forgets the catalog (it is no longer guarded).
+    /// Forgets the catalog (it is no longer guarded, or was deleted).
     pub(crate) fn forget(&self, catalog: &CatalogSource) {
         self.0
             .lock()
@@ -203,7 +195,7 @@ impl Memory {
         now: Timestamp,
     ) {
         let type_ = CatalogSourceConditionType::PROMOTION_BLOCKED;
-        let verdict = self.with(catalog, |entry| entry.verdict.clone());
+        let verdict = self.read(catalog, |entry| entry.verdict.clone()).flatten();
         let condition = match verdict {
             None => return,
             Some(Verdict::Blocked {

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Pod;
 use olm_api::{catalog_source::CatalogSource, labels};
 use olm_oci::policy::RegistryRule;
 
@@ -135,6 +136,25 @@ pub fn promoted_message(content: &str) -> String {
     format!("content {content} passed the promotion guard and is served")
 }
 
+/// The content an update pod serves, as a block is keyed: its spec hash and
+/// its image (pinned to a digest when the catalog is polled).
+pub fn content_key(pod: &Pod) -> (String, String) {
+    let hash = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(olm_api::labels::POD_SPEC_HASH))
+        .cloned()
+        .unwrap_or_default();
+    let image = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default();
+    (hash, image)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +168,20 @@ mod tests {
 
     fn rules(list: &[&str]) -> Vec<RegistryRule> {
         list.iter().map(|r| RegistryRule::new(r)).collect()
+    }
+
+    #[test]
+    fn content_is_keyed_by_spec_hash_and_image() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"labels": {labels::POD_SPEC_HASH: "h1"}},
+            "spec": {"containers": [{"name": "registry-server", "image": "reg/cat@sha256:ab"}]},
+        }))
+        .unwrap();
+        assert_eq!(
+            content_key(&pod),
+            ("h1".to_owned(), "reg/cat@sha256:ab".to_owned())
+        );
+        assert_eq!(content_key(&Pod::default()), (String::new(), String::new()));
     }
 
     #[test]

@@ -381,6 +381,18 @@ async fn push_catalog(client: &olm_oci::Client, reference: &str, content: &str) 
         .to_string()
 }
 
+/// The name of the one live registry pod of `catalog`, if it runs the
+/// image pinned to `digest`.
+async fn serving_pod(pods: &Api<Pod>, catalog: &str, digest: &str) -> Result<String, String> {
+    match try_live_images(pods, &format!("olm.catalogSource={catalog}"))
+        .await?
+        .as_slice()
+    {
+        [(name, image)] if image.ends_with(&format!("@{digest}")) => Ok(name.clone()),
+        other => Err(format!("serving {other:?}, want @{digest}")),
+    }
+}
+
 #[tokio::test]
 async fn a_polled_catalog_switches_to_new_content_by_digest() {
     init_logs();
@@ -413,32 +425,7 @@ async fn a_polled_catalog_switches_to_new_content_by_digest() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
     let serving = |digest: String| {
         let pods = pods.clone();
-        async move {
-            let list = pods
-                .list(&ListParams::default().labels("olm.catalogSource=polled"))
-                .await
-                .map_err(|e| e.to_string())?;
-            let live: Vec<_> = list
-                .items
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            let images: Vec<_> = live
-                .iter()
-                .map(|p| {
-                    p.spec.as_ref().unwrap().containers[0]
-                        .image
-                        .clone()
-                        .unwrap()
-                })
-                .collect();
-            match images.as_slice() {
-                [one] if one.ends_with(&format!("@{digest}")) => {
-                    Ok(live[0].metadata.name.clone().unwrap())
-                }
-                other => Err(format!("serving {other:?}, want @{digest}")),
-            }
-        }
+        async move { serving_pod(&pods, "polled", &digest).await }
     };
     let first_pod = eventually("a pod pinned to the first digest", WAIT, || {
         serving(first.clone())
@@ -542,9 +529,15 @@ async fn promotion_condition(
 
 /// The images of the live pods with `selector`.
 async fn live_images(pods: &Api<Pod>, selector: &str) -> Vec<(String, String)> {
-    pods.list(&ListParams::default().labels(selector))
+    try_live_images(pods, selector).await.unwrap()
+}
+
+/// [`live_images`], with a failed list as the error.
+async fn try_live_images(pods: &Api<Pod>, selector: &str) -> Result<Vec<(String, String)>, String> {
+    Ok(pods
+        .list(&ListParams::default().labels(selector))
         .await
-        .unwrap()
+        .map_err(|e| e.to_string())?
         .items
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -555,7 +548,7 @@ async fn live_images(pods: &Api<Pod>, selector: &str) -> Vec<(String, String)> {
                 .unwrap();
             (p.metadata.name.unwrap(), image)
         })
-        .collect()
+        .collect())
 }
 
 #[tokio::test]
@@ -609,15 +602,7 @@ async fn a_guarded_catalog_keeps_serving_when_new_content_leaves_the_policy() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
     let serving = |digest: String| {
         let pods = pods.clone();
-        async move {
-            match live_images(&pods, "olm.catalogSource=guarded")
-                .await
-                .as_slice()
-            {
-                [(name, one)] if one.ends_with(&format!("@{digest}")) => Ok(name.clone()),
-                other => Err(format!("serving {other:?}, want @{digest}")),
-            }
-        }
+        async move { serving_pod(&pods, "guarded", &digest).await }
     };
     let first_pod = eventually("a pod pinned to the first digest", WAIT, || {
         serving(first.clone())

@@ -27,12 +27,8 @@ could not be reached or refused a request.";
 pub(crate) struct Args {
     /// An InstallPlan name, or a package whose Subscription waits on one.
     pub target: String,
-    /// Follow the install the approval starts (a package's only).
-    #[arg(long)]
-    pub wait: bool,
-    /// How long --wait waits, in seconds.
-    #[arg(long, default_value_t = 300)]
-    pub timeout: u64,
+    #[command(flatten)]
+    pub wait: super::WaitArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -100,7 +96,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         super::install::approve_plan(&plans, &name).await?;
         println!("installplan {namespace}/{name} approved: {csvs}");
     }
-    match (args.wait, package) {
+    match (args.wait.wait, package) {
         (true, Some(package)) => {
             super::install::follow(
                 client,
@@ -108,7 +104,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
                 &package,
                 None,
                 super::install::Approve::Nothing,
-                std::time::Duration::from_secs(args.timeout),
+                args.wait.timeout(),
             )
             .await
         }

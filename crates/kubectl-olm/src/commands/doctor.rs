@@ -26,7 +26,6 @@ use olm_api::{
     catalog_source::CatalogSource, csv::ClusterServiceVersion, install_plan::InstallPlan, labels,
     olm_config::OLMConfig, operator_group::OperatorGroup, subscription::Subscription,
 };
-use serde::de::DeserializeOwned;
 
 use crate::{
     cluster::ClusterArgs,
@@ -35,7 +34,7 @@ use crate::{
         ServedApi, UnpackRecord,
     },
     failure,
-    output::{self, Format},
+    output::{self, Format, FormatArg},
 };
 
 /// Examples for `--help`.
@@ -67,42 +66,10 @@ pub(crate) struct Args {
     /// How many copied CSVs count as a load.
     #[arg(long, default_value_t = DEFAULT_COPIED_CSV_THRESHOLD)]
     pub copied_csv_threshold: usize,
-    /// Output format.
-    #[arg(
-        short = 'o',
-        long,
-        value_enum,
-        default_value_t,
-        env = "KUBECTL_OLM_OUTPUT"
-    )]
-    pub output: Format,
+    #[command(flatten)]
+    pub format: FormatArg,
     #[command(flatten)]
     pub cluster: ClusterArgs,
-}
-
-/// The objects of kind `K` in `namespace` (every namespace when `None`),
-/// carrying `label` when given.
-async fn list<K>(client: &Client, namespace: Option<&str>, label: Option<&str>) -> Result<Vec<K>>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + DeserializeOwned,
-    K::DynamicType: Default,
-{
-    let api: Api<K> = match namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
-    };
-    let params = match label {
-        Some(label) => ListParams::default().labels(label),
-        None => ListParams::default(),
-    };
-    Ok(api
-        .list(&params)
-        .await
-        .with_context(|| format!("listing {}", K::plural(&Default::default())))?
-        .items)
 }
 
 /// Runs `doctor`.
@@ -112,11 +79,11 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     // `-n` narrows the look to one namespace; without it, every namespace.
     let scope = args.cluster.namespace.as_deref();
 
-    let subscriptions: Vec<Subscription> = list(client, scope, None).await?;
-    let plans: Vec<InstallPlan> = list(client, scope, None).await?;
-    let csvs: Vec<ClusterServiceVersion> = list(client, scope, None).await?;
-    let catalogs: Vec<CatalogSource> = list(client, scope, None).await?;
-    let groups: Vec<OperatorGroup> = list(client, scope, None).await?;
+    let subscriptions: Vec<Subscription> = super::list(client, scope, None).await?;
+    let plans: Vec<InstallPlan> = super::list(client, scope, None).await?;
+    let csvs: Vec<ClusterServiceVersion> = super::list(client, scope, None).await?;
+    let catalogs: Vec<CatalogSource> = super::list(client, scope, None).await?;
+    let groups: Vec<OperatorGroup> = super::list(client, scope, None).await?;
     let unpack_records = unpack_records(client, scope).await?;
     let mut served_apis = served_apis(client, scope).await?;
     served_apis.extend(served_webhooks(client, scope).await?);
@@ -143,7 +110,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         copied_csv_threshold: args.copied_csv_threshold,
         now: SystemTime::now(),
     });
-    print(&found, args.output)?;
+    print(&found, args.format.output)?;
     if args.fix {
         let fixes: Vec<_> = found.iter().filter_map(|f| f.fix.clone()).collect();
         if !fixes.is_empty() {
@@ -232,7 +199,7 @@ fn print(found: &[Finding], format: Format) -> Result<()> {
 /// bundle-unpacker's ConfigMaps and upstream's unpack Jobs.
 async fn unpack_records(client: &Client, scope: Option<&str>) -> Result<Vec<UnpackRecord>> {
     let mut out = Vec::new();
-    for map in list::<ConfigMap>(client, scope, Some(labels::BUNDLE_UNPACK_REF)).await? {
+    for map in super::list::<ConfigMap>(client, scope, Some(labels::BUNDLE_UNPACK_REF)).await? {
         let annotations = map.metadata.annotations.clone().unwrap_or_default();
         let failure = annotations
             .get(olm_catalog::unpacked::FAILURE_REASON)
@@ -250,7 +217,7 @@ async fn unpack_records(client: &Client, scope: Option<&str>) -> Result<Vec<Unpa
             failure,
         });
     }
-    for job in list::<Job>(client, scope, Some(labels::BUNDLE_UNPACK_REF)).await? {
+    for job in super::list::<Job>(client, scope, Some(labels::BUNDLE_UNPACK_REF)).await? {
         let status = job.status.unwrap_or_default();
         let failed = status
             .conditions

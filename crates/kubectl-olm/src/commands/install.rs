@@ -66,12 +66,8 @@ pub(crate) struct Args {
     /// only that).
     #[arg(long, value_delimiter = ',')]
     pub watch: Vec<String>,
-    /// Follow the install until it succeeds or fails.
-    #[arg(long)]
-    pub wait: bool,
-    /// How long --wait waits, in seconds.
-    #[arg(long, default_value_t = 300)]
-    pub timeout: u64,
+    #[command(flatten)]
+    pub wait: super::WaitArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -144,7 +140,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
             .map(|c| format!(", channel {c}"))
             .unwrap_or_default()
     );
-    if !args.wait {
+    if !args.wait.wait {
         if manual {
             println!(
                 "approval is Manual: approve the install with `kubectl olm approve {} -n {namespace}`",
@@ -171,7 +167,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         &args.wanted.package,
         None,
         approve,
-        Duration::from_secs(args.timeout),
+        args.wait.timeout(),
     )
     .await
 }

@@ -10,9 +10,12 @@ pub(crate) mod status;
 pub(crate) mod uninstall;
 pub(crate) mod upgrade;
 
+use std::time::Duration;
+
 use anyhow::{Context as _, Result};
 use kube::{Api, Client, api::ListParams};
 use olm_api::subscription::Subscription;
+use serde::de::DeserializeOwned;
 
 use crate::failure;
 
@@ -49,4 +52,53 @@ pub(crate) async fn subscription_of(
                 .join(", ")
         )),
     }
+}
+
+/// `--wait` and `--timeout` of the commands that can follow an install.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct WaitArgs {
+    /// Follow the install or upgrade until it succeeds or fails.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits, in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+}
+
+impl WaitArgs {
+    /// `--timeout` as a duration.
+    pub(crate) fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout)
+    }
+}
+
+/// Every object of a kind in `namespace` (every namespace when `None`),
+/// carrying `label` when given.
+pub(crate) async fn list<K>(
+    client: &Client,
+    namespace: Option<&str>,
+    label: Option<&str>,
+) -> Result<Vec<K>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let params = match label {
+        Some(label) => ListParams::default().labels(label),
+        None => ListParams::default(),
+    };
+    let list = api.list(&params).await.with_context(|| {
+        let place = namespace.map_or_else(
+            || "every namespace".to_owned(),
+            |ns| format!("namespace {ns}"),
+        );
+        format!("listing {} in {place}", K::plural(&()))
+    })?;
+    Ok(list.items)
 }

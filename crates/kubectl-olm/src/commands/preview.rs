@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
-use kube::{Api, api::ListParams};
 use olm_api::{
     catalog_source::CatalogSource, csv::ClusterServiceVersion, labels,
     operator_group::OperatorGroup, subscription::Subscription,
@@ -65,30 +64,13 @@ pub(crate) struct Args {
     pub cluster: ClusterArgs,
 }
 
-async fn list<K>(api: Api<K>, what: &str) -> Result<Vec<K>>
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
-{
-    Ok(api
-        .list(&ListParams::default())
-        .await
-        .with_context(|| format!("listing {what}"))?
-        .items)
-}
-
 /// Runs `preview`.
 pub(crate) async fn run(args: &Args) -> Result<()> {
     let cluster = args.cluster.connect().await?;
     let (client, namespace) = (&cluster.client, cluster.namespace.as_str());
-    let subscriptions: Vec<Subscription> =
-        list(Api::namespaced(client.clone(), namespace), "Subscriptions").await?;
-    let csvs: Vec<ClusterServiceVersion> = list(
-        Api::namespaced(client.clone(), namespace),
-        "ClusterServiceVersions",
-    )
-    .await?;
-    let groups: Vec<OperatorGroup> =
-        list(Api::namespaced(client.clone(), namespace), "OperatorGroups").await?;
+    let subscriptions: Vec<Subscription> = super::list(client, Some(namespace), None).await?;
+    let csvs: Vec<ClusterServiceVersion> = super::list(client, Some(namespace), None).await?;
+    let groups: Vec<OperatorGroup> = super::list(client, Some(namespace), None).await?;
     let exclude_global = groups.iter().any(|g| {
         g.metadata
             .annotations
@@ -138,8 +120,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     }
     let mut catalogs = Vec::new();
     for ns in &namespaces {
-        let sources: Vec<CatalogSource> =
-            list(Api::namespaced(client.clone(), ns), "CatalogSources").await?;
+        let sources: Vec<CatalogSource> = super::list(client, Some(ns), None).await?;
         for source in sources {
             catalogs.push(Arc::new(snapshot(&source, &args.registries).await));
         }

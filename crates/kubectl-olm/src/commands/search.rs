@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::{
     cluster::ClusterArgs,
-    output::{self, Format},
+    output::{self, Format, FormatArg},
 };
 
 /// Examples for `--help`.
@@ -37,15 +37,8 @@ pub(crate) struct Args {
     /// (ignoring case).
     #[arg(value_name = "TERM")]
     pub term: Option<String>,
-    /// Output format.
-    #[arg(
-        short = 'o',
-        long,
-        value_enum,
-        default_value_t,
-        env = "KUBECTL_OLM_OUTPUT"
-    )]
-    pub output: Format,
+    #[command(flatten)]
+    pub format: FormatArg,
 }
 
 /// One package of one catalog, as `search` shows it.
@@ -100,7 +93,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         }
     };
     let packages = packages(&manifests, args.term.as_deref());
-    match args.output {
+    match args.format.output {
         Format::Table if packages.is_empty() => {
             let what = args
                 .term

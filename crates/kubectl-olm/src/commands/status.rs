@@ -5,18 +5,17 @@
 //! this reads the cluster and prints.
 
 use anyhow::{Context as _, Result};
-use kube::{Api, Client, api::ListParams};
+use kube::Api;
 use olm_api::{
     catalog_source::CatalogSource, csv::ClusterServiceVersion, install_plan::InstallPlan,
     subscription::Subscription,
 };
-use serde::de::DeserializeOwned;
 
 use crate::{
     cluster::ClusterArgs,
     decide::status::{self as decide, Row},
     failure,
-    output::{self, Format},
+    output::{self, Format, FormatArg},
 };
 
 /// Examples for `--help`.
@@ -48,15 +47,8 @@ pub(crate) struct Args {
     /// Every namespace (`-n` is ignored).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
-    /// Output format.
-    #[arg(
-        short = 'o',
-        long,
-        value_enum,
-        default_value_t,
-        env = "KUBECTL_OLM_OUTPUT"
-    )]
-    pub output: Format,
+    #[command(flatten)]
+    pub format: FormatArg,
 }
 
 /// Runs `status`.
@@ -68,7 +60,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         Some(cluster.namespace.as_str())
     };
     let client = &cluster.client;
-    let subscriptions: Vec<Subscription> = list(client, scope).await?;
+    let subscriptions: Vec<Subscription> = super::list(client, scope, None).await?;
     let package = args.package.as_deref();
     if let Some(package) = package
         && !decide::has_package(&subscriptions, package)
@@ -81,8 +73,8 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
             "no Subscription for package {package} in {place}; see kubectl olm search / install"
         ));
     }
-    let csvs: Vec<ClusterServiceVersion> = list(client, scope).await?;
-    let plans: Vec<InstallPlan> = list(client, scope).await?;
+    let csvs: Vec<ClusterServiceVersion> = super::list(client, scope, None).await?;
+    let plans: Vec<InstallPlan> = super::list(client, scope, None).await?;
     let mut catalogs = Vec::new();
     for used in decide::catalogs_used(&subscriptions, package) {
         let api: Api<CatalogSource> = Api::namespaced(client.clone(), &used.namespace);
@@ -96,7 +88,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     }
     let rows = decide::rows(&subscriptions, &csvs, &plans, &catalogs, package);
 
-    match args.output {
+    match args.format.output {
         Format::Table if rows.is_empty() => {
             let place = scope.map_or_else(
                 || "any namespace".to_owned(),
@@ -111,28 +103,6 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         Some(summary) => failure::failed(summary),
         None => Ok(()),
     }
-}
-
-/// Every object of a kind in `namespace`, or in every namespace.
-async fn list<K>(client: &Client, namespace: Option<&str>) -> Result<Vec<K>>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-{
-    let api: Api<K> = match namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
-    };
-    let list = api.list(&ListParams::default()).await.with_context(|| {
-        let place = namespace.map_or_else(
-            || "every namespace".to_owned(),
-            |ns| format!("namespace {ns}"),
-        );
-        format!("listing {} in {place}", K::plural(&()))
-    })?;
-    Ok(list.items)
 }
 
 /// The table: NAMESPACE only for every namespace; otherwise an object of

@@ -3,8 +3,6 @@
 //! Subscription (only if it leads to VERSION, when given), and with `--wait`
 //! follows the upgrade to Succeeded.
 
-use std::time::Duration;
-
 use anyhow::Result;
 use kube::Api;
 use olm_api::install_plan::InstallPlan;
@@ -39,12 +37,8 @@ pub(crate) struct Args {
     /// The version the waiting update must install.
     #[arg(long)]
     pub to: Option<String>,
-    /// Follow the upgrade until it succeeds or fails.
-    #[arg(long)]
-    pub wait: bool,
-    /// How long --wait waits, in seconds.
-    #[arg(long, default_value_t = 300)]
-    pub timeout: u64,
+    #[command(flatten)]
+    pub wait: super::WaitArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -124,14 +118,14 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
             other.line()
         ),
     }
-    if args.wait {
+    if args.wait.wait {
         super::install::follow(
             client,
             namespace,
             &args.package,
             Some(installed.as_str()),
             super::install::Approve::Nothing,
-            Duration::from_secs(args.timeout),
+            args.wait.timeout(),
         )
         .await?;
     }
