@@ -84,4 +84,25 @@ pub struct ClusterOperatorStatus {
     /// The versions rolled out.
     #[serde(default)]
     pub versions: Vec<OperandVersion>,
+    /// The objects `oc adm inspect` should collect for this operator.
+    #[serde(
+        default,
+        rename = "relatedObjects",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub related_objects: Vec<RelatedObject>,
+}
+
+/// One entry of `status.relatedObjects` (`ObjectReference` of config/v1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RelatedObject {
+    /// The API group, empty for the core group.
+    pub group: String,
+    /// The resource (plural), e.g. `namespaces`.
+    pub resource: String,
+    /// The namespace, empty for cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// The name.
+    pub name: String,
 }

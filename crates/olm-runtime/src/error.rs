@@ -201,6 +201,28 @@ pub enum Error {
         source: Box<kube::Error>,
     },
 
+    /// Discovery of an API group failed (its absence is not an error).
+    #[error("failed to discover the {group} API group")]
+    Discovery {
+        /// The group.
+        group: String,
+        /// The underlying cause.
+        #[source]
+        source: Box<kube::Error>,
+    },
+
+    /// A ClusterOperator read or write failed.
+    #[error("failed to {verb} ClusterOperator {name}")]
+    ClusterOperator {
+        /// `get`, `create` or `apply status of`.
+        verb: &'static str,
+        /// Its name.
+        name: String,
+        /// The underlying cause.
+        #[source]
+        source: Box<kube::Error>,
+    },
+
     /// A Kubernetes Event could not be published.
     #[error("failed to publish event {reason} for {regarding}")]
     PublishEvent {
@@ -298,6 +320,8 @@ impl Error {
             | Self::ApplyStatus { source, .. }
             | Self::Delete { source, .. }
             | Self::PublishEvent { source, .. }
+            | Self::Discovery { source, .. }
+            | Self::ClusterOperator { source, .. }
             | Self::ServiceLookup { source, .. } => kube_error_category(source),
             Self::ServiceUnroutable { .. } => "service_unroutable",
             Self::Signal { .. } => "signal",

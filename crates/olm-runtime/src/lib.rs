@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod apply;
 pub mod cache;
+pub mod cluster_operator;
 pub mod config;
 pub mod error;
 pub mod events;

@@ -17,7 +17,6 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, Client, ResourceExt as _,
-    api::{ApiResource, DynamicObject, Patch, PostParams},
     runtime::{reflector::Store, watcher},
 };
 use olm_api::operator_hub::{HubComponentStatus, OperatorHub, OperatorHubStatus};
@@ -25,8 +24,8 @@ use olm_runtime::{
     admin::Readiness,
     apply::{FieldManager, apply_status},
     cache::reflect,
+    cluster_operator::{ClusterOperators, GROUP, PLURAL},
 };
-use serde_json::json;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -35,12 +34,6 @@ use crate::decide::cluster_operator::{
     ClusterOperatorStatus, Component, DeploymentObservation, Observed, PART_OF_SELECTOR,
     ReconcileHealth, VERSION_LABEL, cluster_operator_statuses,
 };
-
-/// The API group of ClusterOperator.
-const GROUP: &str = "config.openshift.io";
-
-/// The resource (plural) of ClusterOperator.
-const PLURAL: &str = "clusteroperators";
 
 /// How often the ClusterOperators are written again without a change, so
 /// that an edit by someone else is put back.
@@ -72,12 +65,9 @@ pub(super) async fn run(
     shutdown: CancellationToken,
 ) {
     let sink = match discover_until_answered(&client, &shutdown).await {
-        Answer::Served(resource) => {
+        Answer::Served(operators) => {
             tracing::info!(namespace = %olm_namespace, "reporting OLM in ClusterOperators");
-            Sink::ClusterOperators {
-                operators: Api::all_with(client.clone(), &resource),
-                resource,
-            }
+            Sink::ClusterOperators(*operators)
         }
         Answer::NotServed => {
             tracing::info!(
@@ -116,7 +106,7 @@ pub(super) async fn run(
 
 /// What discovery said of the ClusterOperator API.
 enum Answer {
-    Served(ApiResource),
+    Served(Box<ClusterOperators>),
     NotServed,
     ShuttingDown,
 }
@@ -125,8 +115,8 @@ enum Answer {
 async fn discover_until_answered(client: &Client, shutdown: &CancellationToken) -> Answer {
     let mut failures = 0u32;
     loop {
-        match discover(client).await {
-            Ok(Some(resource)) => return Answer::Served(resource),
+        match ClusterOperators::discover(client, FIELD_MANAGER).await {
+            Ok(Some(operators)) => return Answer::Served(Box::new(operators)),
             Ok(None) => return Answer::NotServed,
             Err(error) => {
                 failures = failures.saturating_add(1);
@@ -143,27 +133,10 @@ async fn discover_until_answered(client: &Client, shutdown: &CancellationToken) 
     }
 }
 
-/// The ClusterOperator resource, or `None` when the cluster does not serve it.
-async fn discover(client: &Client) -> Result<Option<ApiResource>, Error> {
-    match kube::discovery::group(client, GROUP).await {
-        Ok(group) => Ok(group
-            .recommended_resources()
-            .into_iter()
-            .map(|(resource, _)| resource)
-            .find(|resource| resource.plural == PLURAL)),
-        Err(kube::Error::Discovery(_)) => Ok(None),
-        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
-        Err(source) => Err(Error::DiscoverClusterOperators { source }),
-    }
-}
-
 /// Where the statuses go.
 enum Sink {
     /// One ClusterOperator per name (OpenShift).
-    ClusterOperators {
-        operators: Api<DynamicObject>,
-        resource: ApiResource,
-    },
+    ClusterOperators(ClusterOperators),
     /// One `status.components` entry per name on the OperatorHub.
     OperatorHub {
         hubs: Api<OperatorHub>,
@@ -229,15 +202,15 @@ impl Reporter {
             })
             .collect();
         match &self.sink {
-            Sink::ClusterOperators {
-                operators,
-                resource,
-            } => {
+            Sink::ClusterOperators(operators) => {
                 let mut reported = BTreeMap::new();
                 for component in deployments.keys() {
                     let name = component.cluster_operator();
                     if !reported.contains_key(name) {
-                        let status = current_status(operators, resource, name).await?;
+                        let status = operators
+                            .current_status(name)
+                            .await
+                            .map_err(|source| Error::ClusterOperator { source })?;
                         reported.insert(name.to_owned(), status);
                     }
                 }
@@ -249,13 +222,15 @@ impl Reporter {
                 });
                 for (name, status) in desired {
                     if reported.get(&name) != Some(&status) {
-                        write_status(operators, resource, &name, &status).await?;
+                        operators
+                            .write_status(&name, &status)
+                            .await
+                            .map_err(|source| Error::ClusterOperator { source })?;
                     }
                 }
             }
             Sink::OperatorHub { hubs, name } => {
-                let read_error = |source| Error::WriteClusterOperator {
-                    verb: "read the OperatorHub for",
+                let read_error = |source| Error::ReadHubForComponents {
                     name: name.clone(),
                     source,
                 };
@@ -272,6 +247,7 @@ impl Reporter {
                         let status = ClusterOperatorStatus {
                             conditions: c.conditions,
                             versions: c.versions,
+                            ..ClusterOperatorStatus::default()
                         };
                         (c.name, status)
                     })
@@ -306,73 +282,6 @@ impl Reporter {
         }
         Ok(Reported::Done)
     }
-}
-
-/// The status the ClusterOperator `name` reports now; creates it (with
-/// an empty spec, as OpenShift's operators do) when absent.
-async fn current_status(
-    operators: &Api<DynamicObject>,
-    resource: &ApiResource,
-    name: &str,
-) -> Result<ClusterOperatorStatus, Error> {
-    let write_error = |verb, source| Error::WriteClusterOperator {
-        verb,
-        name: name.to_owned(),
-        source,
-    };
-    let existing = match operators.get_opt(name).await {
-        Ok(existing) => existing,
-        Err(source) => return Err(write_error("get", source)),
-    };
-    let object = match existing {
-        Some(object) => object,
-        None => {
-            let mut object = DynamicObject::new(name, resource);
-            object.data = json!({ "spec": {} });
-            let params = PostParams {
-                field_manager: Some(FIELD_MANAGER.as_str().to_owned()),
-                ..PostParams::default()
-            };
-            match operators.create(&params, &object).await {
-                Ok(created) => {
-                    tracing::info!(clusteroperator = name, "created the ClusterOperator");
-                    created
-                }
-                Err(kube::Error::Api(status)) if status.is_already_exists() => object,
-                Err(source) => return Err(write_error("create", source)),
-            }
-        }
-    };
-    // A status this service cannot read is one it writes anew.
-    Ok(object
-        .data
-        .get("status")
-        .and_then(|status| serde_json::from_value(status.clone()).ok())
-        .unwrap_or_default())
-}
-
-async fn write_status(
-    operators: &Api<DynamicObject>,
-    resource: &ApiResource,
-    name: &str,
-    status: &ClusterOperatorStatus,
-) -> Result<(), Error> {
-    let body = json!({
-        "apiVersion": resource.api_version,
-        "kind": resource.kind,
-        "metadata": { "name": name },
-        "status": status,
-    });
-    operators
-        .patch_status(name, &FIELD_MANAGER.status_params(), &Patch::Apply(&body))
-        .await
-        .map_err(|source| Error::WriteClusterOperator {
-            verb: "apply status of",
-            name: name.to_owned(),
-            source,
-        })?;
-    tracing::info!(clusteroperator = name, "wrote the ClusterOperator status");
-    Ok(())
 }
 
 fn observe(deployment: &Deployment) -> DeploymentObservation {

@@ -128,18 +128,16 @@ pub enum Error {
         #[source]
         source: olm_runtime::Error,
     },
-    /// Discovery of the ClusterOperator API failed.
-    #[error("cannot discover the ClusterOperator API")]
-    DiscoverClusterOperators {
-        /// The API server's answer.
+    /// Discovering, reading or writing a ClusterOperator failed.
+    #[error("cannot report in ClusterOperators")]
+    ClusterOperator {
+        /// What failed.
         #[source]
-        source: kube::Error,
+        source: olm_runtime::Error,
     },
-    /// A ClusterOperator read or write failed.
-    #[error("cannot {verb} ClusterOperator {name}")]
-    WriteClusterOperator {
-        /// `get`, `create` or `apply status of`.
-        verb: &'static str,
+    /// The OperatorHub could not be read to report the components in.
+    #[error("cannot read OperatorHub {name} to report the OLM components")]
+    ReadHubForComponents {
         /// Its name.
         name: String,
         /// The API server's answer.
@@ -169,11 +167,10 @@ impl Error {
         match self {
             Self::CreateHub { source, .. }
             | Self::WriteCatalog { source, .. }
-            | Self::DiscoverClusterOperators { source }
-            | Self::WriteClusterOperator { source, .. } => kube_error_category(source),
-            Self::WriteStatus { source, .. } | Self::WriteHubComponents { source, .. } => {
-                source.category()
-            }
+            | Self::ReadHubForComponents { source, .. } => kube_error_category(source),
+            Self::WriteStatus { source, .. }
+            | Self::WriteHubComponents { source, .. }
+            | Self::ClusterOperator { source } => source.category(),
             Self::CacheStopped { .. } => "cache_stopped",
         }
     }

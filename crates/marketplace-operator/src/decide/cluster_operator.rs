@@ -344,6 +344,7 @@ fn operator_status(
     ClusterOperatorStatus {
         conditions,
         versions,
+        ..ClusterOperatorStatus::default()
     }
 }
 
