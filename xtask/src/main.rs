@@ -7,6 +7,7 @@
 mod dev;
 mod envtest;
 mod image;
+mod samples_inventory;
 
 use std::{
     path::{Path, PathBuf},
@@ -38,6 +39,9 @@ enum Task {
     /// Run the whole of OLM on this machine (control plane, real node,
     /// registry, OLM's services, the example catalog) until Ctrl-C.
     Dev(dev::DevArgs),
+    /// Refresh the sample ImageStreams and Templates the samples operator
+    /// ships (crates/samples-operator/inventory) from upstream's copy.
+    SamplesInventory(samples_inventory::SamplesInventoryArgs),
     /// Run a service against the development cluster of `cargo xtask dev`
     /// (KUBECONFIG defaults to .cache/dev/kubeconfig when it exists).
     Run {
@@ -75,6 +79,7 @@ fn main() -> Result<()> {
         Task::Envtest(args) => envtest::install(&args),
         Task::Image(args) => image::build(&args),
         Task::Dev(args) => dev::run(&args),
+        Task::SamplesInventory(args) => samples_inventory::refresh(&args),
         Task::Run { service, args } => run(&service, &args),
         Task::Bench {
             scenario,

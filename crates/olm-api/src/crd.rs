@@ -1,7 +1,8 @@
 //! The CustomResourceDefinitions we ship, generated from the Rust types.
 //!
 //! [`all`] builds every CRD (the eight `operators.coreos.com` ones and
-//! `config.openshift.io` OperatorHub), multi-version CRDs merged, each schema
+//! `config.openshift.io` OperatorHub and `samples.operator.openshift.io`
+//! Config), multi-version CRDs merged, each schema
 //! made structural and shaped like upstream's (the private `schema` module
 //! says how). The YAML in `deploy/crds/` and `charts/olm/crds/` is written by
 //! [`write_all`] (`cargo xtask crds`) and checked by the `crds_fresh` test.
@@ -26,7 +27,7 @@ use schema::RootShape;
 use crate::{
     catalog_source::CatalogSource, csv::ClusterServiceVersion, install_plan::InstallPlan,
     olm_config::OLMConfig, operator::Operator, operator_condition, operator_group,
-    operator_hub::OperatorHub, subscription::Subscription,
+    operator_hub::OperatorHub, samples::Config as SamplesConfig, subscription::Subscription,
 };
 
 /// First lines of every generated CRD file.
@@ -132,6 +133,10 @@ pub fn try_all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
             ..RootShape::default()
         })?,
         single::<OperatorHub>(RootShape::default())?,
+        single::<SamplesConfig>(RootShape {
+            required: metadata_and_spec,
+            ..RootShape::default()
+        })?,
     ];
     crds.sort_by_key(file_name);
     for crd in &crds {
@@ -264,6 +269,7 @@ mod tests {
                 "operators.coreos.com_operatorgroups.yaml",
                 "operators.coreos.com_operators.yaml",
                 "operators.coreos.com_subscriptions.yaml",
+                "samples.operator.openshift.io_configs.yaml",
             ]
         );
     }

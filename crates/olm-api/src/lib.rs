@@ -1,6 +1,8 @@
 //! Rust types for every Kubernetes object that OLM owns or reads, wire-compatible
 //! with upstream OLM (`operators.coreos.com`, `packages.operators.coreos.com`,
-//! `config.openshift.io` OperatorHub), plus the CRD YAML generated from them and
+//! `config.openshift.io` OperatorHub, `samples.operator.openshift.io` Config,
+//! and OpenShift's ImageStream and Template as the samples operator sees
+//! them), plus the CRD YAML generated from them and
 //! the well-known labels, annotations and condition helpers every service shares.
 //!
 //! This crate depends on nothing of ours and performs no I/O against a cluster:
@@ -20,10 +22,12 @@ pub mod install_identity;
 pub mod install_plan;
 pub mod labels;
 pub mod olm_config;
+pub mod openshift;
 pub mod operator;
 pub mod operator_condition;
 pub mod operator_group;
 pub mod operator_hub;
 pub mod package_manifest;
+pub mod samples;
 pub mod subscription;
 pub mod unpack_policy;

@@ -1,0 +1,271 @@
+//! The default Config's bootstrap to `Removed` (unreachable registry, IPv6,
+//! the cluster image policy), a cluster without the image and template
+//! APIs, and the ClusterOperator `openshift-samples`.
+
+use std::time::Duration;
+
+use kube::{
+    Api,
+    api::{DynamicObject, PostParams},
+    discovery::ApiResource,
+};
+use olm_api::samples::condition;
+use samples_operator::{
+    controller::APIS_ABSENT_REASON, decide::bootstrap::BOOTSTRAP_ANNOTATION, probe::Probe,
+};
+use serde_json::json;
+
+use crate::{
+    CLUSTER_APIS, Fixture, RunningSamples, VERSION, WAIT, eventually, expect_condition,
+    install_crds, open_crd, remove_crds, sample_api_crds, sample_apis,
+};
+
+#[tokio::test]
+async fn an_unreachable_registry_bootstraps_to_removed() {
+    let fixture = Fixture::new("unreachable").await;
+    let _apis = sample_apis(&fixture.client).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut config = fixture.config();
+    config.bootstrap.probe = Some(
+        Probe::public(format!("127.0.0.1:{port}")).connect_timeout(Duration::from_millis(200)),
+    );
+    config.bootstrap.probe_deadline = Duration::from_secs(1);
+    config.bootstrap.probe_interval = Duration::from_millis(250);
+    let service = RunningSamples::start(&fixture.client, config).await;
+    let made = fixture.config_object().await;
+    assert_eq!(made.spec.management_state.as_deref(), Some("Removed"));
+    assert_eq!(
+        made.metadata.annotations.as_ref().unwrap()[BOOTSTRAP_ANNOTATION],
+        "RegistryUnreachable"
+    );
+    fixture
+        .status_until("Removed in effect", |config| {
+            (config
+                .status
+                .as_ref()
+                .and_then(|s| s.management_state.as_deref())
+                == Some("Removed"))
+            .then_some(())
+            .ok_or_else(|| "not yet".to_owned())
+        })
+        .await;
+    assert_eq!(fixture.samples().await, Default::default(), "no samples");
+    let exposition = service.registry.encode().unwrap();
+    assert!(
+        exposition.contains("openshift_samples_tbr_inaccessible_info 1"),
+        "{exposition}"
+    );
+    service.stop().await;
+    fixture.delete_config().await;
+}
+
+#[tokio::test]
+async fn an_ipv6_cluster_bootstraps_to_removed() {
+    let fixture = Fixture::new("ipv6").await;
+    let _apis = sample_apis(&fixture.client).await;
+    let mut config = fixture.config();
+    config.bootstrap.ipv6 = true;
+    let service = RunningSamples::start(&fixture.client, config).await;
+    let made = fixture.config_object().await;
+    assert_eq!(made.spec.management_state.as_deref(), Some("Removed"));
+    assert_eq!(
+        made.metadata.annotations.as_ref().unwrap()[BOOTSTRAP_ANNOTATION],
+        "IPv6"
+    );
+    service.stop().await;
+    fixture.delete_config().await;
+}
+
+#[tokio::test]
+async fn an_image_policy_blocking_the_registry_bootstraps_to_removed() {
+    let fixture = Fixture::new("policy").await;
+    let _exclusive = CLUSTER_APIS.write().await;
+    install_crds(&fixture.client, sample_api_crds()).await;
+    install_crds(
+        &fixture.client,
+        vec![open_crd(
+            "config.openshift.io",
+            "images",
+            "Image",
+            "Cluster",
+            true,
+        )],
+    )
+    .await;
+    let resource = ApiResource {
+        group: "config.openshift.io".to_owned(),
+        version: "v1".to_owned(),
+        api_version: "config.openshift.io/v1".to_owned(),
+        kind: "Image".to_owned(),
+        plural: "images".to_owned(),
+    };
+    let images: Api<DynamicObject> = Api::all_with(fixture.client.clone(), &resource);
+    let mut image = DynamicObject::new("cluster", &resource);
+    image.data =
+        json!({"spec": {"registrySources": {"blockedRegistries": ["registry.redhat.io"]}}});
+    images.create(&PostParams::default(), &image).await.unwrap();
+
+    let service = RunningSamples::start(&fixture.client, fixture.config()).await;
+    let made = fixture.config_object().await;
+    assert_eq!(made.spec.management_state.as_deref(), Some("Removed"));
+    assert_eq!(
+        made.metadata.annotations.as_ref().unwrap()[BOOTSTRAP_ANNOTATION],
+        "ImagePolicy"
+    );
+    service.stop().await;
+    fixture.delete_config().await;
+    remove_crds(&fixture.client, &[("config.openshift.io", "images")]).await;
+}
+
+#[tokio::test]
+async fn without_the_image_and_template_apis_it_says_so_and_waits() {
+    let fixture = Fixture::new("absent").await;
+    let _exclusive = CLUSTER_APIS.write().await;
+    remove_crds(
+        &fixture.client,
+        &[
+            ("image.openshift.io", "imagestreams"),
+            ("image.openshift.io", "imagestreamimports"),
+            ("template.openshift.io", "templates"),
+        ],
+    )
+    .await;
+    let service = RunningSamples::start(&fixture.client, fixture.config()).await;
+    let config = fixture
+        .status_until("the absence is reported", |config| {
+            let exists = config
+                .status
+                .as_ref()
+                .and_then(|s| olm_api::conditions::find(&s.conditions, condition::SAMPLES_EXIST))
+                .ok_or_else(|| "no condition".to_owned())?;
+            (exists.reason.as_deref() == Some(APIS_ABSENT_REASON))
+                .then_some(())
+                .ok_or_else(|| format!("{exists:?}"))
+        })
+        .await;
+    assert_eq!(config.spec.management_state.as_deref(), Some("Managed"));
+
+    // Once the APIs appear, it gets to work.
+    install_crds(&fixture.client, sample_api_crds()).await;
+    fixture
+        .managed_samples_are(
+            &["fixture-httpd", "fixture-ruby"],
+            &["fixture-app", "fixture-db"],
+        )
+        .await;
+    fixture
+        .status_until("samples exist", |c| {
+            expect_condition(c, condition::SAMPLES_EXIST, "True")
+        })
+        .await;
+    service.stop().await;
+    fixture.delete_config().await;
+}
+
+#[tokio::test]
+async fn the_cluster_operator_reports_the_samples() {
+    let fixture = Fixture::new("co").await;
+    let _exclusive = CLUSTER_APIS.write().await;
+    install_crds(&fixture.client, sample_api_crds()).await;
+    install_crds(
+        &fixture.client,
+        vec![open_crd(
+            "config.openshift.io",
+            "clusteroperators",
+            "ClusterOperator",
+            "Cluster",
+            true,
+        )],
+    )
+    .await;
+    let mut config = fixture.config();
+    config.report_cluster_operator = true;
+    let service = RunningSamples::start(&fixture.client, config).await;
+    let resource = ApiResource {
+        group: "config.openshift.io".to_owned(),
+        version: "v1".to_owned(),
+        api_version: "config.openshift.io/v1".to_owned(),
+        kind: "ClusterOperator".to_owned(),
+        plural: "clusteroperators".to_owned(),
+    };
+    let operators: Api<DynamicObject> = Api::all_with(fixture.client.clone(), &resource);
+    let conditions_of = |operator: &DynamicObject| -> Vec<(String, String, String)> {
+        operator.data["status"]["conditions"]
+            .as_array()
+            .map(|conditions| {
+                conditions
+                    .iter()
+                    .map(|c| {
+                        let field = |name: &str| c[name].as_str().unwrap_or_default().to_owned();
+                        (field("type"), field("status"), field("reason"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let available = eventually("openshift-samples is Available", WAIT, || async {
+        let operator = operators
+            .get_opt("openshift-samples")
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "absent".to_owned())?;
+        let conditions = conditions_of(&operator);
+        conditions
+            .contains(&("Available".to_owned(), "True".to_owned(), String::new()))
+            .then_some(operator.clone())
+            .ok_or_else(|| format!("{conditions:?}"))
+    })
+    .await;
+    assert_eq!(
+        available.data["status"]["versions"],
+        json!([{"name": "operator", "version": VERSION}])
+    );
+    let related: Vec<&str> = available.data["status"]["relatedObjects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["resource"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        related,
+        ["configs", "namespaces", "templates", "imagestreams"]
+    );
+    let message = available.data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Available")
+        .unwrap()["message"]
+        .clone();
+    assert_eq!(
+        message,
+        format!("Samples installation successful at {VERSION}")
+    );
+
+    fixture.import_everything().await;
+    fixture
+        .patch_spec(json!({"managementState": "Removed"}))
+        .await;
+    eventually("openshift-samples says CurrentlyRemoved", WAIT, || async {
+        let operator = operators
+            .get("openshift-samples")
+            .await
+            .map_err(|e| e.to_string())?;
+        let conditions = conditions_of(&operator);
+        conditions
+            .iter()
+            .all(|(_, _, reason)| reason == "CurrentlyRemoved")
+            .then_some(())
+            .ok_or_else(|| format!("{conditions:?}"))
+    })
+    .await;
+    service.stop().await;
+    fixture.delete_config().await;
+    remove_crds(
+        &fixture.client,
+        &[("config.openshift.io", "clusteroperators")],
+    )
+    .await;
+}
