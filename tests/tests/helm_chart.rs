@@ -313,6 +313,7 @@ fn exported_metric_names() -> BTreeSet<String> {
     let unpacker = bundle_unpacker::metrics::UnpackMetrics::register(&mut registry);
     let packages = packageserver::metrics::Metrics::register(&mut registry);
     let marketplace = marketplace_operator::metrics::MarketplaceMetrics::register(&mut registry);
+    let samples = samples_operator::metrics::SamplesMetrics::register(&mut registry);
     let csv: olm_api::csv::ClusterServiceVersion = serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
         "metadata": {"name": "a.v1", "namespace": "ns"},
@@ -335,6 +336,16 @@ fn exported_metric_names() -> BTreeSet<String> {
         .set_expiry(Some(std::time::SystemTime::now()), None);
     marketplace.set_sources([("s", "Success")]);
     marketplace.wrote("create", true);
+    samples.observe(&samples_operator::metrics::MetricsSnapshot {
+        reporting: true,
+        degraded: false,
+        invalid_config: false,
+        registry_unreachable_at_bootstrap: false,
+        streams: vec![("s".to_owned(), false)],
+        missing_secret: false,
+        missing_registry_credential: false,
+    });
+    samples.retried_import("s");
     let text = registry.encode().unwrap();
     let mut names = BTreeSet::new();
     for line in text.lines() {
@@ -374,6 +385,7 @@ fn metric_names_in(expr: &str) -> BTreeSet<String> {
         "count",
         "histogram_quantile",
         "vector",
+        "offset",
     ];
     let mut names = BTreeSet::new();
     let mut in_braces = false;
@@ -441,6 +453,8 @@ fn the_alerts_are_upstreams_and_read_only_exported_metrics() {
             "monitoring.enabled=true",
             "--set",
             "marketplaceOperator.enabled=true",
+            "--set",
+            "samplesOperator.enabled=true",
         ],
     ));
     let monitors: BTreeSet<String> = docs
@@ -455,7 +469,8 @@ fn the_alerts_are_upstreams_and_read_only_exported_metrics() {
             "catalog-operator",
             "marketplace-operator",
             "olm-operator",
-            "packageserver"
+            "packageserver",
+            "samples-operator"
         ]
         .iter()
         .map(|s| (*s).to_owned())
@@ -495,6 +510,31 @@ fn the_alerts_are_upstreams_and_read_only_exported_metrics() {
         (
             "OperatorHubSourceError",
             r#"catalogsource_ready{exported_namespace="olm"} == 0"#,
+        ),
+        ("SamplesDegraded", "openshift_samples_degraded_info == 1"),
+        (
+            "SamplesInvalidConfig",
+            "openshift_samples_invalidconfig_info == 1",
+        ),
+        (
+            "SamplesMissingSecret",
+            r#"openshift_samples_invalidsecret_info{reason="missing_secret"} == 1"#,
+        ),
+        (
+            "SamplesMissingTBRCredential",
+            r#"openshift_samples_invalidsecret_info{reason="missing_tbr_credential"} == 1"#,
+        ),
+        (
+            "SamplesTBRInaccessibleOnBoot",
+            "openshift_samples_tbr_inaccessible_info == 1",
+        ),
+        (
+            "SamplesImagestreamImportFailing",
+            "sum(openshift_samples_retry_imagestream_import_total) - sum(openshift_samples_retry_imagestream_import_total offset 30m) > sum(openshift_samples_failed_imagestream_import_info)",
+        ),
+        (
+            "SamplesRetriesMissingOnImagestreamImportFailing",
+            "sum(openshift_samples_failed_imagestream_import_info) > sum(openshift_samples_retry_imagestream_import_total) - sum(openshift_samples_retry_imagestream_import_total offset 30m)",
         ),
     ] {
         assert_eq!(alerts.get(alert).map(String::as_str), Some(expr), "{alert}");
@@ -764,7 +804,10 @@ fn documented() -> (Vec<Rule>, BTreeSet<(String, String, String)>) {
 fn the_rbac_is_exactly_the_documented_rules() {
     let Some(helm) = helm_binary() else { return };
     // Every optional service on, so that every ServiceAccount is seen.
-    let all = ["--set", "marketplaceOperator.enabled=true"];
+    let all = [
+        "--set",
+        "marketplaceOperator.enabled=true,samplesOperator.enabled=true",
+    ];
     let (granted_rules, granted_bindings) = granted(&documents(&render(&helm, &all)));
     let (listed_rules, listed_bindings) = documented();
     let extra: Vec<_> = granted_rules
@@ -1337,6 +1380,9 @@ mod on_a_real_node {
                 "serviceLookup": "cluster-ip",
                 // The default catalog is made by marketplace-operator.
                 "marketplaceOperator": {"enabled": true},
+                // `auto`: on, since the image and template APIs are served;
+                // registry.redhat.io cannot be reached from here.
+                "samplesOperator": {"registryProbe": "none"},
                 "insecureRegistries": [pod_host],
                 // Bundles come from the node's registry, and nowhere else.
                 "allowedRegistries": [pod_host],
@@ -1352,6 +1398,12 @@ mod on_a_real_node {
         .unwrap();
         let values = values.display().to_string();
         let chart_path = chart().display().to_string();
+
+        // OpenShift's image and template APIs, stood in for, so that the
+        // chart's samplesOperator `auto` finds them and runs it.
+        let stand_ins = workspace_root().join("deploy/dev/openshift-image-and-template-apis.yaml");
+        apply_crds_file(&stand_ins);
+        kubectl(&["create", "namespace", "openshift"], None).unwrap();
 
         let before = inventory();
 
@@ -1519,6 +1571,7 @@ mod on_a_real_node {
                 csv.data["status"]
             );
         }
+        let samples_time = samples_installed(&client).await;
         let rss = service_rss();
         let refusals = refused(&mut audit);
         assert!(
@@ -1631,13 +1684,14 @@ mod on_a_real_node {
             "helm chart on the real node: install to all Ready {:.1} s, example operator \
              installed {:.1} s, refused content blocked {:.1} s after its push, fixed \
              content installed {:.1} s after its push, upgrade {:.1} s, rollback {:.1} s; \
-             RSS MiB {rss:?}",
+             every shipped sample in place {:.0} s after the samples Config was made (1 s resolution); RSS MiB {rss:?}",
             install_time.as_secs_f64(),
             operator_time.as_secs_f64(),
             blocked_time.as_secs_f64(),
             cleared_time.as_secs_f64(),
             upgrade_time.as_secs_f64(),
             rollback_time.as_secs_f64(),
+            samples_time.as_secs_f64(),
         );
 
         // Uninstall: everything the chart made goes, but the CRDs, the kept
@@ -1695,8 +1749,103 @@ mod on_a_real_node {
             "Succeeded"
         );
 
+        // The uninstall hook took the samples and the Config with it.
+        assert_eq!(
+            kubectl(
+                &[
+                    "-n",
+                    "openshift",
+                    "get",
+                    "imagestreams,templates",
+                    "-o",
+                    "name"
+                ],
+                None
+            )
+            .unwrap()
+            .trim(),
+            "",
+            "samples left after uninstall"
+        );
         eprintln!("helm uninstall {:.1} s", uninstall_time.as_secs_f64());
         drop(node);
+    }
+
+    /// The chart's samples-operator made the Config `cluster`, Managed, and
+    /// every shipped sample in `openshift`; returns how long after the
+    /// Config was made it said so (`SamplesExist`'s transition).
+    async fn samples_installed(client: &kube::Client) -> Duration {
+        let inventory = samples_operator::decide::inventory::Inventory::embedded(
+            samples_operator::decide::inventory::Flavour::Ocp,
+            std::env::consts::ARCH,
+        )
+        .unwrap()
+        .unwrap_or_default();
+        let configs: Api<olm_api::samples::Config> = Api::all(client.clone());
+        let config = eventually(
+            "the samples Config says SamplesExist",
+            NODE_WAIT,
+            || async {
+                let config = configs
+                    .get_opt("cluster")
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| "no Config".to_owned())?;
+                let status = config.status.clone().unwrap_or_default();
+                (olm_api::conditions::is_true(&status.conditions, "SamplesExist")
+                    && status.management_state.as_deref() == Some("Managed"))
+                .then_some(config)
+                .ok_or_else(|| format!("{status:?}"))
+            },
+        )
+        .await;
+        let made = config.metadata.creation_timestamp.clone().unwrap().0;
+        let exists = olm_api::conditions::find(
+            &config.status.unwrap_or_default().conditions,
+            "SamplesExist",
+        )
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap()
+        .0;
+        let elapsed = Duration::try_from(exists.duration_since(made)).unwrap_or_default();
+        let streams = kubectl(
+            &[
+                "-n",
+                "openshift",
+                "get",
+                "imagestreams",
+                "-l",
+                "samples.operator.openshift.io/managed=true",
+                "-o",
+                "name",
+            ],
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            streams.lines().count(),
+            inventory.image_streams.len(),
+            "{streams}"
+        );
+        let templates =
+            kubectl(&["-n", "openshift", "get", "templates", "-o", "name"], None).unwrap();
+        assert_eq!(templates.lines().count(), inventory.templates.len());
+        elapsed
+    }
+
+    /// Applies the CRDs of one file and waits until they are Established.
+    fn apply_crds_file(file: &Path) {
+        kubectl(
+            &["apply", "--server-side", "-f", &file.display().to_string()],
+            None,
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(file).unwrap();
+        for document in serde_yaml_ng::Deserializer::from_str(&text) {
+            let crd = <Value as serde::Deserialize>::deserialize(document).unwrap();
+            olm_testkit::control_plane()
+                .wait_crd_established(crd["metadata"]["name"].as_str().unwrap());
+        }
     }
 
     /// Applies the CRDs of `dir` and waits until they are Established.
@@ -1823,7 +1972,9 @@ mod on_a_real_node {
             parts.next().unwrap_or_default(),
         );
         let olm_group = |name: &str| {
-            name.ends_with(".operators.coreos.com") || name.ends_with(".config.openshift.io")
+            name.ends_with(".operators.coreos.com")
+                || name.ends_with(".config.openshift.io")
+                || name.ends_with(".samples.operator.openshift.io")
         };
         let user_group = |name: &str| name.ends_with(".example.olm-rs.dev");
         match (kind, namespace) {

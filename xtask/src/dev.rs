@@ -90,6 +90,15 @@ fn services(registry: &str, with_node: bool) -> Vec<(&'static str, Vec<String>)>
             vec![format!("--insecure-registry={registry}")],
         ),
     ];
+    // The samples, into the stand-in image and template APIs; nothing to
+    // probe from a developer's machine.
+    list.push((
+        "samples-operator",
+        vec![
+            format!("--namespace={OLM_NAMESPACE}"),
+            "--registry-probe=none".to_owned(),
+        ],
+    ));
     if with_node {
         // The aggregator reaches packageserver at the node address (it
         // refuses loopback endpoints).
@@ -149,6 +158,7 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
         "bundle-unpacker",
         "packageserver",
         "marketplace-operator",
+        "samples-operator",
         "opm",
         "example-operator",
     ];
@@ -269,6 +279,8 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
             opm_image,
         )?;
         println!("    {catalog}");
+        stages.begin("standing in for OpenShift's image and template APIs");
+        openshift_stand_ins(&plane)?;
         stages.begin("installing OLM with its Helm chart (helm install --wait)");
         let values = dir.join("values.yaml");
         std::fs::write(&values, chart_values(&pod_host))
@@ -313,6 +325,8 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
         return Ok(());
     }
 
+    stages.begin("standing in for OpenShift's image and template APIs");
+    openshift_stand_ins(&plane)?;
     stages.begin("applying OLM's CRDs and the olm namespace");
     kubectl(
         &plane,
@@ -512,6 +526,8 @@ insecureRegistries: [\"{registry}\"]
 # The example catalog is a default catalog, which the OperatorHub turns on
 # and off.
 marketplaceOperator: {{enabled: true}}
+# The samples, into the stand-in image and template APIs.
+samplesOperator: {{enabled: true, registryProbe: none}}
 defaultCatalogs:
   - name: {EXAMPLE_CATALOG}
     image: {image}
@@ -640,6 +656,23 @@ fn kubectl_output(plane: &ControlPlane, args: &[&str]) -> Result<String> {
         bail!("{}", String::from_utf8_lossy(&output.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// Open CRDs standing in for OpenShift's image and template APIs
+/// (`deploy/dev`), and the `openshift` namespace, so that samples-operator
+/// has samples to keep.
+fn openshift_stand_ins(plane: &ControlPlane) -> Result<()> {
+    let crds = workspace_root().join("deploy/dev/openshift-image-and-template-apis.yaml");
+    kubectl(plane, &["apply", "--server-side", "-f"], Some(&crds))?;
+    kubectl(
+        plane,
+        &["wait", "--for=condition=Established", "--timeout=60s", "-f"],
+        Some(&crds),
+    )?;
+    apply_yaml(
+        plane,
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: openshift\n",
+    )
 }
 
 fn apply_yaml(plane: &ControlPlane, yaml: &str) -> Result<()> {

@@ -27,6 +27,7 @@ pub(crate) const IMAGES: &[(&str, &str)] = &[
     ("packageserver", "packageserver"),
     ("bundle-unpacker", "bundle-unpacker"),
     ("marketplace-operator", "marketplace-operator"),
+    ("samples-operator", "samples-operator"),
     ("opm", "opm"),
     ("example-operator", "example-operator"),
 ];

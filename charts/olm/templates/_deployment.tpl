@@ -3,7 +3,8 @@ One OLM service as a Deployment. Call with a dict:
   root: $, name: the service (image and binary name), values: its values,
   digestKey: its key under images.digests, args: its arguments,
   env: extra environment (list), ports: extra container ports (list),
-  volumes / volumeMounts: extra ones (lists), leaderElection: bool.
+  volumes / volumeMounts: extra ones (lists), leaderElection: bool,
+  noBus: bool (a service that never talks to the NATS bus).
 */}}
 {{- define "olm.deployment" -}}
 {{- $root := .root -}}
@@ -49,7 +50,7 @@ spec:
             - {{ . | quote }}
             {{- end }}
           env:
-            {{- include "olm.commonEnv" (list $root .name) | nindent 12 }}
+            {{- include "olm.commonEnv" (list $root .name (not .noBus)) | nindent 12 }}
             {{- with .env }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
@@ -67,14 +68,18 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
+            {{- if not .noBus }}
             {{- include "olm.busVolumeMount" $root | nindent 12 }}
+            {{- end }}
             {{- with .volumeMounts }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
       volumes:
         - name: tmp
           emptyDir: {}
+        {{- if not .noBus }}
         {{- include "olm.busVolume" (list $root .name) | nindent 8 }}
+        {{- end }}
         {{- with .volumes }}
         {{- toYaml . | nindent 8 }}
         {{- end }}

@@ -114,11 +114,13 @@ securityContext:
 
 {{/*
 The environment every service reads: its pod (leader election identity),
-logging, traces and the bus. Call with (list $ "service").
+logging, traces and (when the third element is true) the bus. Call with
+(list $ "service" true).
 */}}
 {{- define "olm.commonEnv" -}}
 {{- $root := index . 0 -}}
 {{- $service := index . 1 -}}
+{{- $bus := index . 2 -}}
 - name: POD_NAME
   valueFrom: {fieldRef: {fieldPath: metadata.name}}
 - name: POD_NAMESPACE
@@ -131,11 +133,13 @@ logging, traces and the bus. Call with (list $ "service").
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ . | quote }}
 {{- end }}
+{{- if $bus }}
 {{- with (include "olm.natsUrl" $root) }}
 - name: OLM_NATS_URL
   value: {{ . | quote }}
 {{- end }}
-{{- if include "olm.natsAuth" $root }}
+{{- end }}
+{{- if and $bus (include "olm.natsAuth" $root) }}
 - name: OLM_NATS_NKEY_FILE
   value: /var/run/olm/bus/seed
 {{- end }}
@@ -203,4 +207,24 @@ cluster {
 {{- if include "olm.natsAuth" . }}
 include "auth/auth.conf"
 {{- end }}
+{{- end -}}
+
+{{/*
+Whether samples-operator runs: `samplesOperator.enabled` true, or `auto` on a
+cluster that serves OpenShift's image and template APIs and does not already
+run OpenShift's own samples operator (the Deployment
+openshift-cluster-samples-operator/cluster-samples-operator, which would
+fight ours over the same Config). Renders "true" or nothing.
+*/}}
+{{- define "olm.samplesOperatorEnabled" -}}
+{{- $enabled := .Values.samplesOperator.enabled -}}
+{{- if eq (toString $enabled) "auto" -}}
+{{- $served := and (.Capabilities.APIVersions.Has "image.openshift.io/v1") (.Capabilities.APIVersions.Has "template.openshift.io/v1") -}}
+{{- $upstream := lookup "apps/v1" "Deployment" "openshift-cluster-samples-operator" "cluster-samples-operator" -}}
+{{- if and $served (not $upstream) -}}
+true
+{{- end -}}
+{{- else if $enabled -}}
+true
+{{- end -}}
 {{- end -}}

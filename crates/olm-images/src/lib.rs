@@ -233,6 +233,7 @@ pub const SERVICES: &[&str] = &[
     "packageserver",
     "bundle-unpacker",
     "marketplace-operator",
+    "samples-operator",
 ];
 
 /// The NATS server's image name (`ghcr.io/olm-rs/nats:<version>`).

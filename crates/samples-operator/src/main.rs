@@ -32,10 +32,33 @@ const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
 /// The value of `--registry-probe` that turns the probe off.
 const NO_PROBE: &str = "none";
 
+/// What to do instead of running the operator.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Remove everything the operator made and exit (the Helm chart's
+    /// pre-delete hook): its Deployment scaled to zero, then the managed
+    /// samples, its ConfigMaps and the Config, its finalizer removed.
+    Uninstall {
+        /// The operator's Deployment, in the operator namespace.
+        #[arg(
+            long,
+            env = "SAMPLES_OPERATOR_DEPLOYMENT",
+            default_value = "samples-operator"
+        )]
+        deployment: String,
+        /// How long to wait for the operator's pods to go.
+        #[arg(long, env = "SAMPLES_UNINSTALL_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
+        timeout: Duration,
+    },
+}
+
 /// OpenShift's samples operator: sample ImageStreams and Templates kept as the samples Config says.
 #[derive(Debug, Parser)]
 #[command(name = "samples-operator", version)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+
     /// The namespace of the operator's ConfigMaps (default: the
     /// `POD_NAMESPACE` environment variable, else the pod's own namespace).
     #[arg(
@@ -165,6 +188,17 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("reading the kube configuration")?;
     let client = kube::Client::try_from(kube_config).context("building the kube client")?;
+    if let Some(Command::Uninstall {
+        deployment,
+        timeout,
+    }) = &cli.command
+    {
+        let removed = controller::uninstall::uninstall(&client, &config, deployment, *timeout)
+            .await
+            .context("removing what the samples operator made")?;
+        tracing::info!(?removed, "removed what the samples operator made");
+        return Ok(());
+    }
     let readiness = Readiness::default();
     let shutdown = on_signal()?;
     let admin =
@@ -273,6 +307,25 @@ mod tests {
         );
         assert!(!config.bootstrap.ipv6);
         assert!(config.bootstrap.proxy);
+    }
+
+    #[test]
+    fn uninstall_parses_with_its_defaults() {
+        let cli = Cli::try_parse_from(["samples-operator", "--namespace=n", "uninstall"]).unwrap();
+        let Some(Command::Uninstall {
+            deployment,
+            timeout,
+        }) = cli.command
+        else {
+            panic!("no uninstall: {:?}", cli.command);
+        };
+        assert_eq!(deployment, "samples-operator");
+        assert_eq!(timeout, Duration::from_secs(120));
+        for sub in Cli::command().get_subcommands() {
+            for arg in sub.get_arguments().filter(|a| a.get_id() != "help") {
+                assert!(arg.get_env().is_some(), "{} lacks env", arg.get_id());
+            }
+        }
     }
 
     #[test]

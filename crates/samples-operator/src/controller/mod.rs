@@ -15,6 +15,7 @@
 //! its log, does nothing else, and looks again every resync.
 
 mod bootstrap;
+pub mod uninstall;
 mod write;
 
 use std::{
@@ -231,6 +232,16 @@ pub enum Error {
         /// The kind watched.
         kind: &'static str,
     },
+    /// The operator's pods did not stop for an uninstall.
+    #[error("{pods} pod(s) of {deployment} still running after {timeout:?}")]
+    OperatorStillRunning {
+        /// The Deployment, `namespace/name`.
+        deployment: String,
+        /// How many pods were left.
+        pods: usize,
+        /// How long it waited.
+        timeout: Duration,
+    },
     /// The shipped inventory does not parse (a bug of the build).
     #[error("cannot read the samples inventory")]
     Inventory {
@@ -253,6 +264,7 @@ impl Error {
             | Self::ClusterOperator { source } => source.category(),
             Self::CacheStopped { .. } => "cache_stopped",
             Self::Inventory { .. } => "inventory",
+            Self::OperatorStillRunning { .. } => "operator_still_running",
         }
     }
 }

@@ -36,6 +36,7 @@ use samples_operator::{
     decide::inventory::Inventory,
     metrics::SamplesMetrics,
 };
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 use tokio::sync::RwLock;
 use tokio_util::sync::CancellationToken;
@@ -96,31 +97,17 @@ fn open_crd(
     .unwrap()
 }
 
-/// The image and template APIs (ImageStream, ImageStreamImport, Template).
+/// The image and template APIs (ImageStream, ImageStreamImport, Template),
+/// as `deploy/dev` has them for `cargo xtask dev`.
 fn sample_api_crds() -> Vec<CustomResourceDefinition> {
-    vec![
-        open_crd(
-            "image.openshift.io",
-            "imagestreams",
-            "ImageStream",
-            "Namespaced",
-            true,
-        ),
-        open_crd(
-            "image.openshift.io",
-            "imagestreamimports",
-            "ImageStreamImport",
-            "Namespaced",
-            false,
-        ),
-        open_crd(
-            "template.openshift.io",
-            "templates",
-            "Template",
-            "Namespaced",
-            false,
-        ),
-    ]
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/dev/openshift-image-and-template-apis.yaml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|document| CustomResourceDefinition::deserialize(document).unwrap())
+        .collect()
 }
 
 /// Creates `crds` (when absent) and waits until discovery serves them.

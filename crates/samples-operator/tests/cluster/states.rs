@@ -326,3 +326,104 @@ async fn the_architecture_cannot_change() {
     service.stop().await;
     fixture.delete_config().await;
 }
+
+#[tokio::test]
+async fn uninstall_removes_everything_the_operator_made() {
+    let fixture = Fixture::new("uninstall").await;
+    let _apis = sample_apis(&fixture.client).await;
+    let service = RunningSamples::start(&fixture.client, fixture.config()).await;
+    fixture
+        .status_until("samples exist", |c| {
+            expect_condition(c, condition::SAMPLES_EXIST, "True")
+        })
+        .await;
+    let failed = json!({"status": {"tags": [{"tag": "1.0", "conditions": [{
+        "type": "ImportSuccess", "status": "False", "message": "denied", "generation": 1
+    }]}]}});
+    fixture
+        .streams()
+        .patch_status(
+            "fixture-httpd",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&failed),
+        )
+        .await
+        .unwrap();
+    let config_maps = fixture.config_maps();
+    eventually("an error ConfigMap", WAIT, || async {
+        config_maps
+            .get_opt("fixture-httpd")
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|_| ())
+            .ok_or_else(|| "absent".to_owned())
+    })
+    .await;
+    let mut hand_made = fixture.templates().get("fixture-app").await.unwrap();
+    hand_made.metadata = kube::api::ObjectMeta {
+        name: Some("fixture-hand-made".to_owned()),
+        ..Default::default()
+    };
+    fixture
+        .templates()
+        .create(&Default::default(), &hand_made)
+        .await
+        .unwrap();
+    // The chart's hook stops the operator's Deployment; here it runs
+    // in-process, so it is stopped by hand.
+    service.stop().await;
+
+    let removed = samples_operator::controller::uninstall::uninstall(
+        &fixture.client,
+        &fixture.config(),
+        "samples-operator",
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        removed,
+        samples_operator::controller::uninstall::Removed {
+            image_streams: 2,
+            templates: 2,
+            config_maps: 2,
+            config: true,
+        }
+    );
+    let (streams, templates) = fixture.samples().await;
+    assert!(streams.is_empty(), "{streams:?}");
+    assert_eq!(
+        templates.keys().collect::<Vec<_>>(),
+        ["fixture-hand-made"],
+        "what the operator did not make stays"
+    );
+    let configs = fixture.configs();
+    let name = fixture.config_name.clone();
+    eventually("the Config is gone", WAIT, || async {
+        match configs.get_opt(&name).await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(config) => Err(format!("{:?}", config.metadata)),
+        }
+    })
+    .await;
+    assert!(
+        config_maps
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .all(|cm| cm.metadata.name.as_deref() == Some("kube-root-ca.crt")),
+        "the operator's ConfigMaps are gone"
+    );
+    // Run again, it finds nothing to do.
+    let again = samples_operator::controller::uninstall::uninstall(
+        &fixture.client,
+        &fixture.config(),
+        "samples-operator",
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again, Default::default());
+}
