@@ -1,8 +1,10 @@
 //! The status an OpenShift ClusterOperator (`config.openshift.io/v1`)
-//! reports, the part OLM's components write: conditions and versions.
-//! marketplace-operator writes it into the ClusterOperators where the
-//! cluster serves that API, and into the OperatorHub's `status.components`
-//! (ours) elsewhere. We do not ship the ClusterOperator CRD: OpenShift does.
+//! reports, the part OLM's components write: conditions, versions and
+//! related objects. marketplace-operator writes it into its ClusterOperators
+//! where the cluster serves that API, and into the OperatorHub's
+//! `status.components` (ours) elsewhere; samples-operator writes it into the
+//! ClusterOperator `openshift-samples`. We do not ship the ClusterOperator
+//! CRD: OpenShift does.
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -32,14 +34,17 @@ pub struct ClusterOperatorCondition {
 }
 
 impl ClusterOperatorCondition {
-    /// A condition with no transition time yet.
-    pub fn new(type_: &str, status: &str, reason: &str, message: String) -> Self {
+    /// A condition with no transition time yet. An empty `reason` or
+    /// `message` is left out, as upstream leaves it out (`omitempty`), so
+    /// that the condition compares equal to what is read back.
+    pub fn new(type_: &str, status: &str, reason: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
         Self {
             type_: type_.to_owned(),
             status: status.to_owned(),
             last_transition_time: None,
-            reason: Some(reason.to_owned()),
-            message: Some(message),
+            reason: (!reason.is_empty()).then(|| reason.to_owned()),
+            message: (!message.is_empty()).then_some(message),
         }
     }
 }
@@ -105,4 +110,40 @@ pub struct RelatedObject {
     pub namespace: String,
     /// The name.
     pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn an_empty_reason_or_message_is_left_out_as_upstream_does() {
+        let bare = ClusterOperatorCondition::new("Degraded", "False", "", "");
+        assert_eq!((bare.reason, bare.message), (None, None));
+        let written = serde_json::to_value(ClusterOperatorCondition::new(
+            "Available",
+            "True",
+            "FixtureReason",
+            "fixture message",
+        ))
+        .unwrap();
+        assert_eq!(
+            written,
+            serde_json::json!({
+                "type": "Available",
+                "status": "True",
+                "reason": "FixtureReason",
+                "message": "fixture message",
+            })
+        );
+        let read: ClusterOperatorCondition =
+            serde_json::from_value(serde_json::json!({"type": "Degraded", "status": "False"}))
+                .unwrap();
+        assert_eq!(
+            read,
+            ClusterOperatorCondition::new("Degraded", "False", "", String::new())
+        );
+    }
 }

@@ -34,6 +34,15 @@ pub enum Change {
     Deleted,
 }
 
+/// A watch hook that wakes one reconcile loop on any change, for a
+/// controller that reconciles everything at once (one object to keep).
+pub fn wake_on_change<K>(
+    changed: &std::sync::Arc<tokio::sync::Notify>,
+) -> impl Fn(&K, Change) + Send + Sync + 'static {
+    let changed = changed.clone();
+    move |_, _| changed.notify_one()
+}
+
 /// Drops what no reconcile reads and every object carries: the managed
 /// fields, often the largest part of an object's metadata.
 pub fn strip_managed_fields<K: Resource>(object: &mut K) {

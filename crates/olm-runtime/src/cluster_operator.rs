@@ -3,10 +3,6 @@
 //! asks [`ClusterOperators::discover`] whether the cluster serves them, then
 //! reads a status (creating the object when absent) and applies the part it
 //! owns with its own field manager.
-//!
-//! Discovery of any group the cluster may or may not serve goes through
-//! [`served_resource`], so that "not served" is told apart from "the API
-//! server failed".
 
 use kube::{
     Api, Client,
@@ -17,6 +13,7 @@ use serde_json::json;
 
 use crate::{
     apply::FieldManager,
+    discovery::served_resource,
     error::{Error, Result},
 };
 
@@ -25,32 +22,6 @@ pub const GROUP: &str = "config.openshift.io";
 
 /// Their resource (plural).
 pub const PLURAL: &str = "clusteroperators";
-
-/// The resource `plural` of `group` when the cluster serves it (at its
-/// preferred version), `None` when it does not.
-///
-/// # Errors
-///
-/// [`Error::Discovery`] when the API server did not answer.
-pub async fn served_resource(
-    client: &Client,
-    group: &str,
-    plural: &str,
-) -> Result<Option<ApiResource>> {
-    match kube::discovery::group(client, group).await {
-        Ok(found) => Ok(found
-            .recommended_resources()
-            .into_iter()
-            .map(|(resource, _)| resource)
-            .find(|resource| resource.plural == plural)),
-        Err(kube::Error::Discovery(_)) => Ok(None),
-        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
-        Err(source) => Err(Error::Discovery {
-            group: group.to_owned(),
-            source: Box::new(source),
-        }),
-    }
-}
 
 /// The ClusterOperators of a cluster that serves them.
 #[derive(Clone)]

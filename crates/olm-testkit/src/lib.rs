@@ -15,6 +15,7 @@
 pub mod assets;
 pub mod audit;
 mod control_plane;
+pub mod crds;
 mod error;
 pub mod nats;
 pub mod node;
@@ -29,6 +30,7 @@ pub use control_plane::{
     FAKE_NODE_TAINT, KWOK_NODE_NAME, SERVICE_ACCOUNT_TOKEN_LIFETIME, TestNamespace, control_plane,
     set_control_plane,
 };
+pub use crds::{install_open_crd, open_crd};
 pub use error::Error;
 pub use process::Supervised;
 pub use testdata::testdata;

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use k8s_openapi::{
     api::{core::v1::ServiceAccount, rbac::v1::ClusterRole},
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceDefinition, CustomResourceDefinitionVersion,
+    },
 };
 use kube::{
     Api,
@@ -18,28 +20,21 @@ use crate::{RunningOperator, eventually, init_logs, managing_group, olm_crds_ins
 
 const WAIT: Duration = Duration::from_secs(40);
 
+/// The open `widgets` CRD of `group` with `versions`, the last one stored,
+/// as a step's manifest.
 fn crd(group: &str, versions: &[&str]) -> Value {
-    let versions: Vec<Value> = versions
+    let mut crd = olm_testkit::open_crd(group, "widgets", "Widget", "Namespaced", false);
+    let open = crd.spec.versions.remove(0);
+    crd.spec.versions = versions
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            json!({
-                "name": v, "served": true, "storage": i == versions.len() - 1,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
-            })
+        .map(|(i, name)| CustomResourceDefinitionVersion {
+            name: (*name).to_owned(),
+            storage: i == versions.len() - 1,
+            ..open.clone()
         })
         .collect();
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("widgets.{group}")},
-        "spec": {
-            "group": group,
-            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
-            "scope": "Namespaced",
-            "versions": versions,
-        }
-    })
+    serde_json::to_value(crd).unwrap()
 }
 
 fn csv(name: &str) -> Value {

@@ -24,18 +24,14 @@ const WAIT: Duration = Duration::from_secs(40);
 /// bundles carry their objects, and a CRD in an API group unique to `tag`.
 pub(crate) async fn serve_widgets(tag: &str) -> (RunningServer, tempfile::TempDir, String) {
     let group = format!("{tag}.test.olm.io");
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("widgets.{group}")},
-        "spec": {
-            "group": group,
-            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
-            "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        }
-    });
+    let crd = serde_json::to_value(olm_testkit::open_crd(
+        &group,
+        "widgets",
+        "Widget",
+        "Namespaced",
+        false,
+    ))
+    .unwrap();
     let csv = |version: &str, replaces: Option<&str>| {
         let mut spec = json!({
             "displayName": "Widgets",

@@ -29,7 +29,9 @@ use olm_runtime::{
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::{Error, FIELD_MANAGER, backoff, wake};
+use olm_runtime::{cache::wake_on_change as wake, retry::backoff};
+
+use super::{Error, FIELD_MANAGER};
 use crate::decide::cluster_operator::{
     ClusterOperatorStatus, Component, DeploymentObservation, Observed, PART_OF_SELECTOR,
     ReconcileHealth, VERSION_LABEL, cluster_operator_statuses,

@@ -31,9 +31,10 @@ use olm_api::{
 use olm_runtime::{
     admin::Readiness,
     apply::FieldManager,
-    cache::{Change, reflect},
+    cache::{reflect, wake_on_change as wake},
     error::kube_error_category,
     events::{EventRecorder, error_chain},
+    retry::backoff,
 };
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -52,12 +53,6 @@ pub const FIELD_MANAGER: FieldManager = FieldManager::new("marketplace-operator"
 
 /// How often everything is reconciled again without a change.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(5 * 60);
-
-/// The first wait after a failed reconcile; it doubles up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-
-/// The longest wait after failed reconciles.
-const MAX_BACKOFF: Duration = Duration::from_secs(5 * 60);
 
 /// What the controller serves.
 #[derive(Clone, Debug)]
@@ -477,37 +472,11 @@ impl Reconciler {
     }
 }
 
-/// A watch hook that wakes the reconcile loop on any change.
-fn wake<K>(changed: &Arc<Notify>) -> impl Fn(&K, Change) + Send + Sync + 'static {
-    let changed = changed.clone();
-    move |_, _| changed.notify_one()
-}
-
 fn observe(catalog: &CatalogSource) -> ObservedCatalog {
     ObservedCatalog {
         name: catalog.name_any(),
         annotations: catalog.annotations().clone(),
         spec: catalog.spec.clone(),
         deleting: catalog.metadata.deletion_timestamp.is_some(),
-    }
-}
-
-/// The wait after `failures` failed reconciles in a row: 1 s, doubling, at
-/// most [`MAX_BACKOFF`].
-fn backoff(failures: u32) -> Duration {
-    let exponent = failures.saturating_sub(1).min(16);
-    FIRST_BACKOFF.saturating_mul(1 << exponent).min(MAX_BACKOFF)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        assert_eq!(backoff(1), Duration::from_secs(1));
-        assert_eq!(backoff(2), Duration::from_secs(2));
-        assert_eq!(backoff(5), Duration::from_secs(16));
-        assert_eq!(backoff(40), MAX_BACKOFF);
     }
 }

@@ -7,10 +7,7 @@
 //! tests do not mind either way: they run no OLM Deployments, so they report
 //! no ClusterOperator.
 
-use k8s_openapi::{
-    api::apps::v1::Deployment,
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind, PostParams},
@@ -39,52 +36,21 @@ impl Drop for InstalledCrd {
     }
 }
 
+/// Installs the ClusterOperator CRD, open, as OpenShift's stands in for,
+/// and waits until discovery serves it.
 async fn install_cluster_operator_crd(client: &Client) -> InstalledCrd {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": CRD_NAME },
-        "spec": {
-            "group": "config.openshift.io",
-            "scope": "Cluster",
-            "names": {
-                "plural": "clusteroperators",
-                "singular": "clusteroperator",
-                "kind": "ClusterOperator",
-                "listKind": "ClusterOperatorList",
-                "shortNames": ["co"],
-            },
-            "versions": [{
-                "name": "v1",
-                "served": true,
-                "storage": true,
-                "subresources": { "status": {} },
-                "schema": { "openAPIV3Schema": {
-                    "type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true,
-                }},
-            }],
-        },
-    }))
-    .unwrap();
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-        Err(error) => panic!("cannot create the ClusterOperator CRD: {error}"),
-    }
+    let mut crd = olm_testkit::open_crd(
+        "config.openshift.io",
+        "clusteroperators",
+        "ClusterOperator",
+        "Cluster",
+        true,
+    );
+    crd.spec.names.short_names = Some(vec!["co".to_owned()]);
+    // Taken before the install, so that a CRD created but never served is
+    // removed too.
     let guard = InstalledCrd;
-    tokio::task::spawn_blocking(|| olm_testkit::control_plane().wait_crd_established(CRD_NAME))
-        .await
-        .unwrap();
-    let client = client.clone();
-    eventually("ClusterOperator discoverable", WAIT, || async {
-        cluster_operator_served(&client)
-            .await
-            .then_some(())
-            .ok_or_else(|| "not yet".to_owned())
-    })
-    .await;
+    olm_testkit::install_open_crd(client, &crd).await;
     guard
 }
 

@@ -37,27 +37,15 @@ pub(crate) fn fixture_group(namespace: &str) -> String {
 /// The `widgets` CRD the CSV owns, created by the test (as an InstallPlan
 /// would) before the CSV.
 pub(crate) async fn create_widget_crd(client: &Client, namespace: &str) -> String {
-    let group = fixture_group(namespace);
-    let name = format!("widgets.{group}");
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
-            }]
-        }
-    }))
-    .unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    olm_testkit::control_plane().wait_crd_established(&name);
-    name
+    let crd = olm_testkit::open_crd(
+        &fixture_group(namespace),
+        "widgets",
+        "Widget",
+        "Namespaced",
+        false,
+    );
+    olm_testkit::install_open_crd(client, &crd).await;
+    crd.metadata.name.unwrap()
 }
 
 pub(crate) async fn delete_crd(client: &Client, name: &str) {
