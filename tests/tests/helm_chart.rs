@@ -162,6 +162,7 @@ fn normalize(rendered: &str) -> String {
         if let Some(file) = line
             .strip_prefix("  operators.coreos.com_")
             .or_else(|| line.strip_prefix("  config.openshift.io_"))
+            .or_else(|| line.strip_prefix("  samples.operator.openshift.io_"))
             && file.ends_with(".yaml: |")
         {
             out.push_str(line.trim_end_matches(" |"));
@@ -589,59 +590,91 @@ fn the_alerts_are_upstreams_and_read_only_exported_metrics() {
     );
 }
 
-/// The upgrade hook's ConfigMaps hold exactly the files of `crds/`, and
-/// its ClusterRole names exactly those CRDs.
+/// The samples Config CRD's file in `crds/`.
+const SAMPLES_CRD_FILE: &str = "samples.operator.openshift.io_configs.yaml";
+
+/// The upgrade hook's ConfigMaps hold exactly the files of `crds/`, its
+/// ClusterRole names exactly those CRDs and its Job mounts exactly those
+/// ConfigMaps; but the samples Config CRD only when samples-operator is
+/// enabled, so that on OpenShift, where OpenShift's own samples operator
+/// runs and ours is off, the hook does not replace OpenShift's CRD.
 #[test]
 fn the_crd_hook_carries_exactly_the_chart_crds() {
     let Some(helm) = helm_binary() else { return };
-    let docs = documents(&render(&helm, &[]));
-    let mut carried = BTreeMap::new();
-    for (_, doc) in &docs {
-        if doc["kind"] == "ConfigMap"
-            && doc["metadata"]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("olm-crd-"))
-        {
-            for (file, content) in doc["data"].as_object().unwrap() {
-                carried.insert(file.clone(), content.as_str().unwrap().to_owned());
-            }
-        }
-    }
     let mut files = BTreeMap::new();
-    let mut names = BTreeSet::new();
     for entry in std::fs::read_dir(chart().join("crds")).unwrap() {
         let path = entry.unwrap().path();
         let content = std::fs::read_to_string(&path).unwrap();
-        let crd: Value = serde_yaml_ng::from_str(&content).unwrap();
-        names.insert(crd["metadata"]["name"].as_str().unwrap().to_owned());
         files.insert(
             path.file_name().unwrap().to_string_lossy().into_owned(),
             content,
         );
     }
+    assert!(files.contains_key(SAMPLES_CRD_FILE), "{files:?}");
+    let without_samples: BTreeMap<String, String> = files
+        .iter()
+        .filter(|(file, _)| *file != SAMPLES_CRD_FILE)
+        .map(|(file, content)| (file.clone(), content.clone()))
+        .collect();
+    // By default (`auto`, and `helm template` sees no OpenShift APIs) the
+    // samples operator is off.
+    assert_hook_carries(&documents(&render(&helm, &[])), &without_samples);
+    assert_hook_carries(
+        &documents(&render(&helm, &["--set", "samplesOperator.enabled=true"])),
+        &files,
+    );
+}
+
+/// The upgrade hook of a rendering carries exactly `files` (name to
+/// content): one ConfigMap each, their CRDs named in the ClusterRole, the
+/// ConfigMaps projected into the Job's volume.
+fn assert_hook_carries(docs: &[(String, Value)], files: &BTreeMap<String, String>) {
+    let mut carried = BTreeMap::new();
+    let mut config_maps = BTreeSet::new();
+    for (_, doc) in docs {
+        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+        if doc["kind"] == "ConfigMap" && name.starts_with("olm-crd-") {
+            config_maps.insert(name.to_owned());
+            for (file, content) in doc["data"].as_object().unwrap() {
+                carried.insert(file.clone(), content.as_str().unwrap().to_owned());
+            }
+        }
+    }
     assert_eq!(
         carried.keys().collect::<Vec<_>>(),
         files.keys().collect::<Vec<_>>()
     );
-    for (file, content) in &files {
+    let mut names = BTreeSet::new();
+    for (file, content) in files {
         assert_eq!(
             carried[file].trim_end(),
             content.trim_end(),
             "{file} differs"
         );
+        let crd: Value = serde_yaml_ng::from_str(content).unwrap();
+        names.insert(crd["metadata"]["name"].as_str().unwrap().to_owned());
     }
-    let role = docs
-        .iter()
-        .find(|(_, d)| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "olm-crd-upgrade")
-        .map(|(_, d)| d)
-        .unwrap();
-    let named: BTreeSet<String> = role["rules"][0]["resourceNames"]
+    let hook = |kind: &str| {
+        docs.iter()
+            .find(|(_, d)| d["kind"] == kind && d["metadata"]["name"] == "olm-crd-upgrade")
+            .map(|(_, d)| d)
+            .unwrap_or_else(|| panic!("no {kind} olm-crd-upgrade"))
+    };
+    let named: BTreeSet<String> = hook("ClusterRole")["rules"][0]["resourceNames"]
         .as_array()
         .unwrap()
         .iter()
         .map(|n| n.as_str().unwrap().to_owned())
         .collect();
     assert_eq!(named, names);
+    let projected: BTreeSet<String> =
+        hook("Job")["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|source| source["configMap"]["name"].as_str().unwrap().to_owned())
+            .collect();
+    assert_eq!(projected, config_maps);
 }
 
 /// One RBAC rule as the chart grants it or the docs list it.
@@ -828,7 +861,7 @@ fn the_rbac_is_exactly_the_documented_rules() {
         &helm,
         &[
             "--set",
-            "serviceLookup=cluster-ip,marketplaceOperator.enabled=true",
+            "serviceLookup=cluster-ip,marketplaceOperator.enabled=true,samplesOperator.enabled=true",
         ],
     )));
     let added: Vec<_> = cluster_ip

@@ -211,8 +211,8 @@ include "auth/auth.conf"
 
 {{/*
 Whether samples-operator runs: `samplesOperator.enabled` true, or `auto` on a
-cluster that serves OpenShift's image and template APIs and does not already
-run OpenShift's own samples operator (the Deployment
+cluster that serves OpenShift's image and template APIs, has the samples
+namespace, and does not already run OpenShift's own samples operator (the Deployment
 openshift-cluster-samples-operator/cluster-samples-operator, which would
 fight ours over the same Config). Renders "true" or nothing.
 */}}
@@ -221,7 +221,8 @@ fight ours over the same Config). Renders "true" or nothing.
 {{- if eq (toString $enabled) "auto" -}}
 {{- $served := and (.Capabilities.APIVersions.Has "image.openshift.io/v1") (.Capabilities.APIVersions.Has "template.openshift.io/v1") -}}
 {{- $upstream := lookup "apps/v1" "Deployment" "openshift-cluster-samples-operator" "cluster-samples-operator" -}}
-{{- if and $served (not $upstream) -}}
+{{- $namespace := lookup "v1" "Namespace" "" .Values.samplesOperator.samplesNamespace -}}
+{{- if and $served $namespace (not $upstream) -}}
 true
 {{- end -}}
 {{- else if $enabled -}}

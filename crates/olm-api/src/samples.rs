@@ -1,9 +1,11 @@
 //! `Config` (`samples.operator.openshift.io/v1`, cluster-scoped, named
 //! `cluster`): how the samples operator keeps OpenShift's sample
 //! ImageStreams and Templates. Field names and constants match OpenShift's
-//! `samples/v1` API; the schema keeps upstream's pattern on
-//! `spec.managementState` but puts no enum or pattern on status, so that an
-//! older binary can always write what it knows (rule 4 of our conventions).
+//! `samples/v1` API; the schema keeps upstream's validations of the spec
+//! (the pattern on `spec.managementState`, the limits and CEL rule on
+//! `spec.skippedHelmCharts`) and its CRD annotations, but puts no enum or
+//! pattern on status, so that an older binary can always write what it knows
+//! (rule 4 of our conventions).
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -37,6 +39,15 @@ pub const SAMPLES_NAMESPACE: &str = "openshift";
 
 /// The pattern upstream's CRD puts on `spec.managementState`.
 pub const MANAGEMENT_STATE_PATTERN: &str = "^(Managed|Unmanaged|Force|Removed)$";
+
+/// The CEL rule upstream's CRD puts on `spec.skippedHelmCharts`: every name
+/// is a lowercase DNS subdomain (a Kubernetes resource name).
+pub const SKIPPED_HELM_CHARTS_RULE: &str =
+    r"self.all(x, x.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))";
+
+/// The message the API server returns when [`SKIPPED_HELM_CHARTS_RULE`]
+/// fails, as upstream words it.
+pub const SKIPPED_HELM_CHARTS_MESSAGE: &str = "skippedHelmCharts must be a valid Kubernetes resource name. May contain only lowercase alphanumeric characters, hyphens and periods, and each period separated segment must begin and end with an alphanumeric character";
 
 /// `spec.managementState` / `status.managementState` values.
 pub mod management_state {
@@ -94,6 +105,15 @@ pub mod condition {
     singular = "config",
     status = "ConfigStatus",
     derive = "PartialEq",
+    annotation(
+        "api-approved.openshift.io",
+        "https://github.com/openshift/api/pull/513"
+    ),
+    annotation("api.openshift.io/merged-by-featuregates", "true"),
+    annotation("description", "Extension for configuring openshift samples operator."),
+    annotation("displayName", "ConfigsSamples"),
+    annotation("include.release.openshift.io/ibm-cloud-managed", "true"),
+    annotation("include.release.openshift.io/self-managed-high-availability", "true"),
     doc = "The configuration and detailed status of the samples operator; it reads the one named cluster."
 )]
 #[serde(rename_all = "camelCase")]
@@ -124,8 +144,18 @@ pub struct ConfigSpec {
     pub skipped_templates: Vec<String>,
 
     /// Helm charts (by name) the operator leaves alone; accepted and kept.
+    /// At most 16, each a Kubernetes resource name (lowercase alphanumerics,
+    /// hyphens and periods, each period-separated segment beginning and
+    /// ending with an alphanumeric, 1 to 253 characters), none twice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 16))]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 253)))]
+    #[schemars(extend(
+        "x-kubernetes-list-type" = "set",
+        "x-kubernetes-validations" = [{
+            "rule": SKIPPED_HELM_CHARTS_RULE,
+            "message": SKIPPED_HELM_CHARTS_MESSAGE,
+        }],
+    ))]
     pub skipped_helm_charts: Vec<String>,
 }
 
@@ -279,6 +309,62 @@ mod tests {
         assert_eq!(spec.effective_management_state(), "Managed");
         spec.management_state = Some("Removed".to_owned());
         assert_eq!(spec.effective_management_state(), "Removed");
+    }
+
+    /// The generated CRD, as JSON.
+    fn config_crd() -> serde_json::Value {
+        let crd = crate::crd::all()
+            .into_iter()
+            .find(|crd| {
+                crd.metadata.name.as_deref() == Some("configs.samples.operator.openshift.io")
+            })
+            .unwrap();
+        serde_json::to_value(crd).unwrap()
+    }
+
+    #[test]
+    fn crd_validates_skipped_helm_charts_as_upstream_does() {
+        let crd = config_crd();
+        let charts = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["skippedHelmCharts"];
+        assert_eq!(charts["type"], "array");
+        assert_eq!(charts["maxItems"], 16);
+        assert_eq!(charts["x-kubernetes-list-type"], "set");
+        assert_eq!(charts["items"]["type"], "string");
+        assert_eq!(charts["items"]["minLength"], 1);
+        assert_eq!(charts["items"]["maxLength"], 253);
+        // Upstream's rule as its YAML spells it: the backslash is doubled for
+        // the CEL string literal, so the regex sees `\.`.
+        assert_eq!(
+            charts["x-kubernetes-validations"],
+            serde_json::json!([{
+                "rule": r"self.all(x, x.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))",
+                "message": "skippedHelmCharts must be a valid Kubernetes resource name. May contain only lowercase alphanumeric characters, hyphens and periods, and each period separated segment must begin and end with an alphanumeric character",
+            }])
+        );
+    }
+
+    #[test]
+    fn crd_carries_upstream_annotations_and_no_status_pattern() {
+        let crd = config_crd();
+        let annotations = &crd["metadata"]["annotations"];
+        assert_eq!(
+            annotations["api-approved.openshift.io"],
+            "https://github.com/openshift/api/pull/513"
+        );
+        assert_eq!(
+            annotations["include.release.openshift.io/self-managed-high-availability"],
+            "true"
+        );
+        assert_eq!(annotations.as_object().unwrap().len(), 6);
+        let properties = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
+        assert_eq!(
+            properties["spec"]["properties"]["managementState"]["pattern"],
+            MANAGEMENT_STATE_PATTERN
+        );
+        let status_state = &properties["status"]["properties"]["managementState"];
+        assert_eq!(status_state["type"], "string");
+        assert!(status_state.get("pattern").is_none());
     }
 
     #[test]

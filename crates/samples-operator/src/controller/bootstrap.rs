@@ -10,13 +10,16 @@ use kube::{
 };
 use olm_api::{
     conditions,
-    samples::{Config, ConfigStatus},
+    samples::{CONFIG_FINALIZER, Config, ConfigStatus},
 };
 use olm_runtime::apply::apply_status;
 use tokio_util::sync::CancellationToken;
 
-use super::{Apis, Error, FIELD_MANAGER, SamplesConfig, apis_absent_condition};
-use crate::decide::bootstrap::{Bootstrap, BootstrapFacts, ImagePolicy, decide, default_config};
+use super::{Apis, Error, FIELD_MANAGER, InventorySource, SamplesConfig, apis_absent_condition};
+use crate::decide::{
+    bootstrap::{Bootstrap, BootstrapFacts, ImagePolicy, decide, default_config},
+    inventory::Inventory,
+};
 
 /// The name of the cluster-wide Image and Proxy configs.
 const CLUSTER: &str = "cluster";
@@ -63,6 +66,17 @@ async fn proxy_configured(client: &Client, resource: &ApiResource) -> bool {
     }
 }
 
+/// Whether there are samples for `architecture`.
+fn has_samples(config: &SamplesConfig, architecture: &str) -> bool {
+    match &config.inventory {
+        InventorySource::Fixed(inventory) => !inventory.image_streams.is_empty(),
+        InventorySource::Embedded(flavour) => Inventory::embedded(*flavour, architecture)
+            .ok()
+            .flatten()
+            .is_some_and(|inventory| !inventory.image_streams.is_empty()),
+    }
+}
+
 /// Makes the default Config, deciding its management state first.
 pub(super) async fn create_default(
     client: &Client,
@@ -73,8 +87,13 @@ pub(super) async fn create_default(
     shutdown: &CancellationToken,
 ) -> Result<(), Error> {
     let settings = &config.bootstrap;
+    // An architecture this flavour ships no samples for is as good as none.
+    let architecture = settings
+        .architecture
+        .clone()
+        .filter(|arch| has_samples(config, arch));
     let mut facts = BootstrapFacts {
-        architecture: settings.architecture.clone(),
+        architecture,
         ipv6: settings.ipv6,
         image_policy: None,
         proxy: settings.proxy,
@@ -127,7 +146,11 @@ pub(super) async fn create_default(
             tracing::info!("bootstrapping the samples as Managed");
         }
     }
-    let default = default_config(&config.config_name, facts.architecture.as_deref(), outcome);
+    let default = default_config(
+        &config.config_name,
+        settings.architecture.as_deref(),
+        outcome,
+    );
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.as_str().to_owned()),
         ..PostParams::default()
@@ -186,6 +209,39 @@ pub(super) async fn report_apis_absent(
                 })?
         }
     };
+    if current.metadata.deletion_timestamp.is_some() {
+        // There are no samples to clean up: let it go (a new one is made
+        // at the next look).
+        let remaining: Vec<String> = current
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|finalizer| finalizer != CONFIG_FINALIZER)
+            .collect();
+        let patch = serde_json::json!({"metadata": {
+            "finalizers": remaining,
+            "resourceVersion": current.metadata.resource_version,
+        }});
+        return match configs
+            .patch(
+                &config.config_name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+            Err(source) => Err(Error::Write {
+                verb: "update",
+                kind: "Config",
+                name: config.config_name.clone(),
+                source,
+            }),
+        };
+    }
     let mut status: ConfigStatus = current.status.clone().unwrap_or_default();
     if conditions::set(
         &mut status.conditions,

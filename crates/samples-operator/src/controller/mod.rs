@@ -36,14 +36,18 @@ use kube::{
 };
 use olm_api::{
     openshift::{IMAGE_GROUP, ImageStream, TEMPLATE_GROUP, Template},
-    samples::{CONFIG_NAME, Config, ConfigCondition, SAMPLES_NAMESPACE, condition},
+    samples::{
+        CONFIG_NAME, Config, ConfigCondition, SAMPLES_NAMESPACE, condition, management_state,
+    },
 };
 use olm_runtime::{
     admin::Readiness,
     apply::{FieldManager, apply_status},
-    cache::{Change, reflect},
-    cluster_operator::{ClusterOperators, served_resource},
+    cache::{reflect, wake_on_change as wake},
+    cluster_operator::ClusterOperators,
+    discovery::served_resource,
     error::kube_error_category,
+    retry::backoff,
 };
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -56,7 +60,7 @@ use crate::{
         },
         imports::{IMAGESTREAM_ERROR_LABEL, TAG_TO_IMAGE_CONFIG_MAP},
         inventory::{Flavour, Inventory},
-        plan::{Observed, Plan, plan},
+        plan::{Observed, Plan, WriteFailure, plan},
     },
     metrics::{MetricsSnapshot, SamplesMetrics},
     probe::Probe,
@@ -68,11 +72,12 @@ pub const FIELD_MANAGER: FieldManager = FieldManager::new("samples-operator");
 /// How often everything is reconciled again without a change.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(10 * 60);
 
-/// The first wait after a failed reconcile; it doubles up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// How often a cluster without the image and template APIs is looked at
+/// again (and its Config's deletion let go), at most.
+const ABSENT_APIS_LOOK: Duration = Duration::from_secs(60);
 
-/// The longest wait after failed reconciles.
-const MAX_BACKOFF: Duration = Duration::from_secs(5 * 60);
+/// How many ImageStreamImports (import retries) run at once.
+const IMPORT_RETRIES_AT_ONCE: usize = 4;
 
 /// The reason of `SamplesExist` on a cluster without the image and
 /// template APIs (ours: upstream only runs on OpenShift).
@@ -252,6 +257,28 @@ pub enum Error {
 }
 
 impl Error {
+    /// The refusal this error stands for when retrying will not cure it
+    /// (forbidden, denied by a webhook, over quota...), as upstream's
+    /// `ShouldNotGoDegraded` tells them apart: conflicts, invalid objects
+    /// and a server that is busy or unreachable are not.
+    pub fn lasting_failure(&self) -> Option<WriteFailure> {
+        let Self::Write { source, .. } = self else {
+            return None;
+        };
+        let kube::Error::Api(status) = source else {
+            return None;
+        };
+        let passing = matches!(status.code, 409 | 422 | 429) || status.code >= 500;
+        (!passing).then(|| WriteFailure {
+            status_reason: if status.reason.is_empty() {
+                "Unknown".to_owned()
+            } else {
+                status.reason.clone()
+            },
+            message: olm_runtime::events::error_chain(self),
+        })
+    }
+
     /// A stable name for metrics and event reasons.
     pub fn category(&self) -> &'static str {
         match self {
@@ -332,7 +359,7 @@ pub async fn run(
                 tracing::warn!(
                     samples_namespace = %config.samples_namespace,
                     "this cluster serves no image.openshift.io ImageStreams or template.openshift.io Templates; the samples operator does nothing but report so, and looks again every {:?}",
-                    config.resync
+                    config.resync.min(ABSENT_APIS_LOOK)
                 );
                 if *leading.borrow_and_update()
                     && let Err(error) = bootstrap::report_apis_absent(&client, &config, &apis).await
@@ -343,7 +370,7 @@ pub async fn run(
                     );
                 }
                 failures = 0;
-                config.resync
+                config.resync.min(ABSENT_APIS_LOOK)
             }
             Err(error) => {
                 failures = failures.saturating_add(1);
@@ -428,6 +455,8 @@ async fn serve(
         metrics,
         inventories: Mutex::new(BTreeMap::new()),
         last_retries: BTreeMap::new(),
+        write_failure: None,
+        import_slots: Arc::new(tokio::sync::Semaphore::new(IMPORT_RETRIES_AT_ONCE)),
         config,
     };
     let watches = tokio::spawn(futures::future::join5(
@@ -469,6 +498,11 @@ struct Reconciler {
     inventories: Mutex<BTreeMap<String, Arc<Inventory>>>,
     /// When each ImageStream's imports were last retried.
     last_retries: BTreeMap<String, Timestamp>,
+    /// The last reconcile's lasting write failure, for the status.
+    write_failure: Option<WriteFailure>,
+    /// Import retries run beside the reconcile (OpenShift imports before it
+    /// answers), at most this many at once.
+    import_slots: Arc<tokio::sync::Semaphore>,
     config: SamplesConfig,
 }
 
@@ -568,9 +602,18 @@ impl Reconciler {
             return Ok(Outcome::default());
         };
         let inventory = self.inventory_for(&current)?;
-        let image_policy = match &self.apis.image_config {
-            Some(resource) => bootstrap::image_policy(&self.client, resource).await?,
-            None => None,
+        // Read only where it decides something: a Managed Config's
+        // validation. A failed read is a reason the spec cannot be checked,
+        // shown in the status, never a failed reconcile (that would stop a
+        // deletion's cleanup too).
+        let managed = current.spec.effective_management_state() == management_state::MANAGED
+            && current.metadata.deletion_timestamp.is_none();
+        let image_policy = match (&self.apis.image_config, managed) {
+            (Some(resource), true) => match bootstrap::image_policy(&self.client, resource).await {
+                Ok(policy) => policy.map(Ok),
+                Err(error) => Some(Err(olm_runtime::events::error_chain(&error))),
+            },
+            _ => None,
         };
         let image_streams: BTreeMap<String, ImageStream> = self
             .stream_store
@@ -593,7 +636,9 @@ impl Reconciler {
         let tag_to_image = self
             .tag_store
             .get(&ObjectRef::new(TAG_TO_IMAGE_CONFIG_MAP).within(&self.config.operator_namespace));
-        let now = Timestamp::now();
+        // Whole seconds: what the API server keeps of a timestamp, so that a
+        // status read back compares equal to the one written.
+        let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_default();
         let decided = plan(&Observed {
             config: &current,
             inventory: &inventory,
@@ -603,7 +648,10 @@ impl Reconciler {
             tag_to_image: tag_to_image.as_deref(),
             operator_namespace: &self.config.operator_namespace,
             operator_version: &self.config.operator_version,
-            image_policy: image_policy.as_ref(),
+            image_policy: image_policy
+                .as_ref()
+                .map(|policy| policy.as_ref().map_err(String::as_str)),
+            write_failure: self.write_failure.as_ref(),
             last_retries: &self.last_retries,
             now,
         });
@@ -629,6 +677,7 @@ impl Reconciler {
             })?;
         }
         let mut first_error = None;
+        let mut failure = None;
         for action in &decided.writes {
             match self.execute(action, &current, now).await {
                 Ok(write::Written::Done) => self.metrics.wrote(action.kind(), action.verb(), true),
@@ -641,9 +690,18 @@ impl Reconciler {
                         name = action.name(),
                         "a samples write failed"
                     );
+                    if failure.is_none() {
+                        failure = error.lasting_failure();
+                    }
                     first_error.get_or_insert(error);
                 }
             }
+        }
+        // A refusal that retrying will not cure shows in the status from
+        // the next reconcile on; success clears it.
+        if failure != self.write_failure {
+            self.write_failure = failure;
+            outcome.retry = true;
         }
         self.report(&current, &decided).await?;
         match first_error {
@@ -746,29 +804,4 @@ fn apis_absent_condition() -> ConfigCondition {
         APIS_ABSENT_REASON,
         "this cluster serves no image.openshift.io ImageStreams or template.openshift.io Templates, so there are no samples to keep; the samples operator does nothing else",
     )
-}
-
-/// A watch hook that wakes the reconcile loop on any change.
-fn wake<K>(changed: &Arc<Notify>) -> impl Fn(&K, Change) + Send + Sync + 'static {
-    let changed = changed.clone();
-    move |_, _| changed.notify_one()
-}
-
-/// The wait after `failures` failed reconciles in a row: 1 s, doubling, at
-/// most [`MAX_BACKOFF`].
-fn backoff(failures: u32) -> Duration {
-    let exponent = failures.saturating_sub(1).min(16);
-    FIRST_BACKOFF.saturating_mul(1 << exponent).min(MAX_BACKOFF)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        assert_eq!(backoff(1), Duration::from_secs(1));
-        assert_eq!(backoff(2), Duration::from_secs(2));
-        assert_eq!(backoff(40), MAX_BACKOFF);
-    }
 }

@@ -14,10 +14,10 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client, ResourceExt as _,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{ListParams, Patch, PatchParams},
 };
 use olm_api::{
-    openshift::{ImageStream, Template},
+    openshift::{IMAGE_GROUP, ImageStream, TEMPLATE_GROUP, Template},
     samples::{Config, MANAGED_LABEL},
 };
 use serde_json::json;
@@ -60,23 +60,28 @@ pub async fn uninstall(
     stop_operator(client, &config.operator_namespace, deployment, timeout).await?;
     let mut removed = Removed::default();
     let selector = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
-    let streams: Api<ImageStream> = Api::namespaced(client.clone(), &config.samples_namespace);
-    let list = streams
-        .list(&selector)
-        .await
-        .map_err(read("ImageStream", "*"))?;
-    for stream in list.items.iter().filter(|s| is_managed(&s.metadata)) {
-        delete(&streams, "ImageStream", &stream.name_any()).await?;
-        removed.image_streams += 1;
+    // Where the image and template APIs are not served there are no samples.
+    if served(client, IMAGE_GROUP, "imagestreams").await? {
+        let streams: Api<ImageStream> = Api::namespaced(client.clone(), &config.samples_namespace);
+        let list = streams
+            .list(&selector)
+            .await
+            .map_err(read("ImageStream", "*"))?;
+        for stream in list.items.iter().filter(|s| is_managed(&s.metadata)) {
+            delete(&streams, "ImageStream", &stream.name_any()).await?;
+            removed.image_streams += 1;
+        }
     }
-    let templates: Api<Template> = Api::namespaced(client.clone(), &config.samples_namespace);
-    let list = templates
-        .list(&selector)
-        .await
-        .map_err(read("Template", "*"))?;
-    for template in list.items.iter().filter(|t| is_managed(&t.metadata)) {
-        delete(&templates, "Template", &template.name_any()).await?;
-        removed.templates += 1;
+    if served(client, TEMPLATE_GROUP, "templates").await? {
+        let templates: Api<Template> = Api::namespaced(client.clone(), &config.samples_namespace);
+        let list = templates
+            .list(&selector)
+            .await
+            .map_err(read("Template", "*"))?;
+        for template in list.items.iter().filter(|t| is_managed(&t.metadata)) {
+            delete(&templates, "Template", &template.name_any()).await?;
+            removed.templates += 1;
+        }
     }
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &config.operator_namespace);
     let errors = ListParams::default().labels(&format!("{IMAGESTREAM_ERROR_LABEL}=true"));
@@ -116,6 +121,16 @@ pub async fn uninstall(
         }
     }
     Ok(removed)
+}
+
+async fn served(client: &Client, group: &str, plural: &str) -> Result<bool, Error> {
+    olm_runtime::discovery::served_resource(client, group, plural)
+        .await
+        .map(|resource| resource.is_some())
+        .map_err(|source| Error::Discover {
+            what: "image and template",
+            source,
+        })
 }
 
 /// Scales the operator to zero and waits until its pods are gone.
@@ -194,14 +209,12 @@ async fn delete<K>(api: &Api<K>, kind: &'static str, name: &str) -> Result<bool,
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
-        Err(source) => Err(Error::Write {
+    super::write::delete(api, name)
+        .await
+        .map_err(|source| Error::Write {
             verb: "delete",
             kind,
             name: name.to_owned(),
             source,
-        }),
-    }
+        })
 }

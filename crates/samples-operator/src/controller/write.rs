@@ -1,6 +1,7 @@
 //! The writes of a plan: samples created, replaced (guarded by the
-//! resourceVersion the plan read) and deleted; ConfigMaps applied and
-//! deleted; import retries created; the Config's finalizer removed.
+//! resourceVersion the plan read) and deleted; ConfigMaps created or
+//! replaced and deleted; import retries started; the Config's finalizer and
+//! bootstrap annotation removed.
 
 use jiff::Timestamp;
 use kube::{
@@ -8,20 +9,20 @@ use kube::{
     api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use olm_api::samples::{CONFIG_FINALIZER, Config};
-use olm_runtime::apply::apply;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
 use super::{Error, FIELD_MANAGER, Reconciler};
-use crate::decide::plan::Write;
+use crate::decide::{bootstrap::BOOTSTRAP_ANNOTATION, plan::Write};
 
 /// How a write went, when it did not fail.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Written {
-    /// Done.
+    /// Done (or, for an import retry, started).
     Done,
-    /// The object changed since the cache was read (conflict, already
-    /// exists); the watch brings the news and the next plan decides again.
+    /// The object changed since the cache was read (a conflict on replace,
+    /// or it exists already on create); the watch brings the news and the
+    /// next plan decides again.
     Stale,
 }
 
@@ -43,55 +44,26 @@ impl Reconciler {
         config: &Config,
         now: Timestamp,
     ) -> Result<Written, Error> {
-        let failed = |source| Error::Write {
-            verb: write.verb(),
-            kind: write.kind(),
-            name: write.name().to_owned(),
-            source,
-        };
         let result = match write {
             Write::CreateImageStream(stream) => create(&self.streams, stream).await,
             Write::ReplaceImageStream(stream) => replace(&self.streams, stream).await,
-            Write::DeleteImageStream(name) => delete(&self.streams, name).await,
+            Write::DeleteImageStream(name) => delete(&self.streams, name).await.map(drop),
             Write::CreateTemplate(template) => create(&self.templates, template).await,
             Write::ReplaceTemplate(template) => replace(&self.templates, template).await,
-            Write::DeleteTemplate(name) => delete(&self.templates, name).await,
-            Write::DeleteConfigMap(name) => delete(&self.config_maps, name).await,
-            Write::ApplyConfigMap(config_map) => {
-                apply(&self.config_maps, &FIELD_MANAGER, config_map)
-                    .await
-                    .map_err(|source| Error::ApplyConfigMap {
-                        name: write.name().to_owned(),
-                        source,
-                    })?;
-                Ok(())
+            Write::DeleteTemplate(name) => delete(&self.templates, name).await.map(drop),
+            Write::DeleteConfigMap(name) => delete(&self.config_maps, name).await.map(drop),
+            // Created, or replaced whole: keys it no longer has go, whoever
+            // wrote them (upstream's operator, before ours took over).
+            Write::ApplyConfigMap(config_map) if config_map.metadata.resource_version.is_some() => {
+                replace(&self.config_maps, config_map).await
             }
+            Write::ApplyConfigMap(config_map) => create(&self.config_maps, config_map).await,
             Write::RetryImport { stream, request } => {
-                // Whatever the outcome, wait a whole interval before the
-                // next retry: a failing create must not become a hot loop.
-                self.last_retries.insert(stream.clone(), now);
-                let Some(imports) = &self.imports else {
-                    tracing::info!(
-                        imagestream = %stream,
-                        "the cluster serves no ImageStreamImports; the failed imports are not retried"
-                    );
-                    return Ok(Written::Done);
-                };
-                let body: DynamicObject =
-                    serde_json::from_value(request.clone()).map_err(|error| Error::Write {
-                        verb: "create",
-                        kind: "ImageStreamImport",
-                        name: stream.clone(),
-                        source: kube::Error::SerdeError(error),
-                    })?;
-                let created = imports.create(&post_params(), &body).await;
-                if created.is_ok() {
-                    self.metrics.retried_import(stream);
-                    tracing::info!(imagestream = %stream, "initiated an imagestreamimport retry");
-                }
-                created.map(|_| ())
+                self.retry_import(stream, request.as_ref(), now);
+                return Ok(Written::Done);
             }
             Write::RemoveFinalizer => remove_finalizer(&self.configs, config).await,
+            Write::ForgetBootstrapReason => forget_bootstrap_reason(&self.configs, config).await,
         };
         match result {
             Ok(()) => {
@@ -111,8 +83,56 @@ impl Reconciler {
                 );
                 Ok(Written::Stale)
             }
-            Err(source) => Err(failed(source)),
+            Err(source) => Err(Error::Write {
+                verb: write.verb(),
+                kind: write.kind(),
+                name: write.name().to_owned(),
+                source,
+            }),
         }
+    }
+
+    /// Records the attempt and starts the ImageStreamImport beside the
+    /// reconcile: OpenShift imports from the registry before it answers,
+    /// which on a disconnected cluster can take long. Whatever the outcome,
+    /// the next retry waits a whole interval, so a failing create never
+    /// becomes a hot loop.
+    fn retry_import(&mut self, stream: &str, request: Option<&serde_json::Value>, now: Timestamp) {
+        self.last_retries.insert(stream.to_owned(), now);
+        let Some(request) = request else { return };
+        let Some(imports) = self.imports.clone() else {
+            tracing::info!(
+                imagestream = %stream,
+                "the cluster serves no ImageStreamImports; the failed imports are not retried"
+            );
+            return;
+        };
+        let body: DynamicObject = match serde_json::from_value(request.clone()) {
+            Ok(body) => body,
+            Err(error) => {
+                tracing::warn!(imagestream = %stream, %error, "an unreadable import retry request");
+                return;
+            }
+        };
+        let slots = self.import_slots.clone();
+        let metrics = self.metrics.clone();
+        let stream = stream.to_owned();
+        tokio::spawn(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return;
+            };
+            match imports.create(&post_params(), &body).await {
+                Ok(_) => {
+                    metrics.retried_import(&stream);
+                    tracing::info!(imagestream = %stream, "initiated an imagestreamimport retry");
+                }
+                Err(error) => tracing::warn!(
+                    imagestream = %stream,
+                    error = &error as &dyn std::error::Error,
+                    "an imagestreamimport retry was refused"
+                ),
+            }
+        });
     }
 }
 
@@ -132,13 +152,14 @@ where
         .map(|_| ())
 }
 
-async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
+/// Deletes `name` (gone already is done); returns whether it was there.
+pub(super) async fn delete<K>(api: &Api<K>, name: &str) -> Result<bool, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
         Err(error) => Err(error),
     }
 }
@@ -151,17 +172,39 @@ async fn remove_finalizer(configs: &Api<Config>, config: &Config) -> Result<(), 
         .iter()
         .filter(|finalizer| *finalizer != CONFIG_FINALIZER)
         .collect();
-    let patch = json!({
-        "metadata": {
-            "finalizers": remaining,
-            "resourceVersion": config.resource_version(),
-        }
-    });
+    merge_patch_guarded(
+        configs,
+        config,
+        json!({ "finalizers": remaining, "resourceVersion": config.resource_version() }),
+    )
+    .await
+}
+
+/// Removes the bootstrap annotation.
+async fn forget_bootstrap_reason(
+    configs: &Api<Config>,
+    config: &Config,
+) -> Result<(), kube::Error> {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(BOOTSTRAP_ANNOTATION.to_owned(), serde_json::Value::Null);
+    merge_patch_guarded(
+        configs,
+        config,
+        json!({ "annotations": annotations, "resourceVersion": config.resource_version() }),
+    )
+    .await
+}
+
+async fn merge_patch_guarded(
+    configs: &Api<Config>,
+    config: &Config,
+    metadata: serde_json::Value,
+) -> Result<(), kube::Error> {
     match configs
         .patch(
             &config.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(&patch),
+            &Patch::Merge(&json!({ "metadata": metadata })),
         )
         .await
     {

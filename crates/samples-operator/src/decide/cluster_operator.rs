@@ -140,9 +140,9 @@ pub fn cluster_operator_status(
     };
     let [available, progressing, degraded] = match special {
         Some((reason, progressing)) => [
-            condition_of(AVAILABLE, TRUE, reason, String::new()),
-            condition_of(PROGRESSING, progressing, reason, String::new()),
-            condition_of(DEGRADED, FALSE, reason, String::new()),
+            ClusterOperatorCondition::new(AVAILABLE, TRUE, reason, ""),
+            ClusterOperatorCondition::new(PROGRESSING, progressing, reason, ""),
+            ClusterOperatorCondition::new(DEGRADED, FALSE, reason, ""),
         ],
         None => {
             let degraded = degraded_condition(observed);
@@ -226,23 +226,6 @@ pub fn go_time_string(at: Option<Timestamp>) -> String {
     text
 }
 
-/// A condition as upstream writes it: an empty reason or message is left
-/// out (`omitempty`), so that what is read back compares equal.
-fn condition_of(
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: String,
-) -> ClusterOperatorCondition {
-    ClusterOperatorCondition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        last_transition_time: None,
-        reason: (!reason.is_empty()).then(|| reason.to_owned()),
-        message: (!message.is_empty()).then_some(message),
-    }
-}
-
 /// `Removed` or `Unmanaged` when the status says so: the states in which
 /// upstream reports `Currently<State>`.
 fn not_managed(status: &ConfigStatus) -> Option<&'static str> {
@@ -273,10 +256,10 @@ fn message_of(status: &ConfigStatus, type_: &str) -> String {
 fn degraded_condition(observed: &Observed<'_>) -> ClusterOperatorCondition {
     let status = observed.status;
     if status.conditions.len() < CONFIG_CONDITION_COUNT {
-        return condition_of(DEGRADED, FALSE, "", String::new());
+        return ClusterOperatorCondition::new(DEGRADED, FALSE, "", "");
     }
     if let Some(state) = not_managed(status) {
-        return condition_of(
+        return ClusterOperatorCondition::new(
             DEGRADED,
             FALSE,
             &currently(state),
@@ -284,7 +267,7 @@ fn degraded_condition(observed: &Observed<'_>) -> ClusterOperatorCondition {
         );
     }
     if conditions::is_false(&status.conditions, condition::CONFIGURATION_VALID) {
-        return condition_of(
+        return ClusterOperatorCondition::new(
             DEGRADED,
             TRUE,
             INVALID_CONFIGURATION,
@@ -303,20 +286,20 @@ fn degraded_condition(observed: &Observed<'_>) -> ClusterOperatorCondition {
             .filter(|message| !message.is_empty())
             .map(|message| format!("{message};"))
             .collect();
-        return condition_of(
+        return ClusterOperatorCondition::new(
             DEGRADED,
             TRUE,
             unknown.reason.as_deref().unwrap_or_default(),
             messages,
         );
     }
-    condition_of(DEGRADED, FALSE, "", String::new())
+    ClusterOperatorCondition::new(DEGRADED, FALSE, "", "")
 }
 
 fn available_condition(observed: &Observed<'_>) -> ClusterOperatorCondition {
     let status = observed.status;
     if let Some(state) = not_managed(status) {
-        return condition_of(
+        return ClusterOperatorCondition::new(
             AVAILABLE,
             TRUE,
             &currently(state),
@@ -324,7 +307,7 @@ fn available_condition(observed: &Observed<'_>) -> ClusterOperatorCondition {
         );
     }
     if !conditions::is_true(&status.conditions, condition::SAMPLES_EXIST) {
-        return condition_of(
+        return ClusterOperatorCondition::new(
             AVAILABLE,
             FALSE,
             SAMPLE_UPSERTS_PENDING,
@@ -335,7 +318,7 @@ fn available_condition(observed: &Observed<'_>) -> ClusterOperatorCondition {
         Some(version) if !version.is_empty() => version,
         _ => observed.operator_version,
     };
-    condition_of(
+    ClusterOperatorCondition::new(
         AVAILABLE,
         TRUE,
         "",
@@ -351,7 +334,7 @@ fn progressing_condition(
     let status = observed.status;
     let config_version = status.version.as_deref().unwrap_or_default();
     if let Some(state) = not_managed(status) {
-        return condition_of(
+        return ClusterOperatorCondition::new(
             PROGRESSING,
             FALSE,
             &currently(state),
@@ -360,7 +343,7 @@ fn progressing_condition(
     }
     let degraded_reason = degraded.reason.as_deref().unwrap_or_default();
     if !degraded_reason.is_empty() {
-        return condition_of(
+        return ClusterOperatorCondition::new(
             PROGRESSING,
             TRUE,
             "",
@@ -371,7 +354,7 @@ fn progressing_condition(
         );
     }
     if conditions::is_true(&status.conditions, condition::REMOVE_PENDING) {
-        return condition_of(
+        return ClusterOperatorCondition::new(
             PROGRESSING,
             TRUE,
             "",
@@ -390,7 +373,7 @@ fn progressing_condition(
             conditions::find(&status.conditions, condition::IMPORT_IMAGE_ERRORS_EXIST)
                 .filter(|c| c.status == TRUE)
         {
-            return condition_of(
+            return ClusterOperatorCondition::new(
                 PROGRESSING,
                 FALSE,
                 FAILED_IMAGE_IMPORTS,
@@ -401,7 +384,7 @@ fn progressing_condition(
                 ),
             );
         }
-        return condition_of(
+        return ClusterOperatorCondition::new(
             PROGRESSING,
             FALSE,
             "",
@@ -411,11 +394,11 @@ fn progressing_condition(
     if conditions::is_true(&status.conditions, condition::IMAGE_CHANGES_IN_PROGRESS) {
         return moving(observed);
     }
-    condition_of(PROGRESSING, FALSE, "", String::new())
+    ClusterOperatorCondition::new(PROGRESSING, FALSE, "", "")
 }
 
 fn moving(observed: &Observed<'_>) -> ClusterOperatorCondition {
-    condition_of(
+    ClusterOperatorCondition::new(
         PROGRESSING,
         TRUE,
         "",

@@ -41,7 +41,7 @@ use std::{
 use jiff::Timestamp;
 use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use olm_api::{
-    conditions::{self, FALSE, TRUE},
+    conditions::{self, FALSE, TRUE, UNKNOWN},
     openshift::{ImageStream, Template},
     samples::{
         CONFIG_FINALIZER, Config, ConfigCondition, ConfigStatus, MANAGED_LABEL, VERSION_ANNOTATION,
@@ -51,7 +51,7 @@ use olm_api::{
 use serde_json::Value;
 
 use super::{
-    bootstrap::{ImagePolicy, SUPPORTED_ARCHITECTURES},
+    bootstrap::{BOOTSTRAP_ANNOTATION, ImagePolicy, SUPPORTED_ARCHITECTURES},
     imports::{
         IMPORT_ERRORS_MESSAGE, IMPORT_RETRY_INTERVAL, error_config_map, failing_tags,
         import_request, pending_tags, retry_due, tag_to_image_config_map,
@@ -104,12 +104,28 @@ pub struct Observed<'a> {
     pub operator_namespace: &'a str,
     /// The operator's version.
     pub operator_version: &'a str,
-    /// The cluster image policy, where the cluster serves it.
-    pub image_policy: Option<&'a ImagePolicy>,
+    /// The cluster image policy, where the cluster serves it; `Err` with
+    /// why when it could not be read (upstream then reads it as blocking).
+    pub image_policy: Option<Result<&'a ImagePolicy, &'a str>>,
+    /// The last reconcile's failed sample write that should show in the
+    /// status (one the API server will keep refusing).
+    pub write_failure: Option<&'a WriteFailure>,
     /// When each ImageStream's imports were last retried.
     pub last_retries: &'a BTreeMap<String, Timestamp>,
     /// Now.
     pub now: Timestamp,
+}
+
+/// A sample write the API server refused for a reason that will not go
+/// away by retrying (forbidden, a webhook's denial, quota, ...), shown as
+/// upstream shows it: `SamplesExist=Unknown`, reason
+/// `APIServer<StatusReason>Error`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteFailure {
+    /// The API server's status reason (`Forbidden`, ...).
+    pub status_reason: String,
+    /// The error, for the message.
+    pub message: String,
 }
 
 /// One write to the cluster.
@@ -127,19 +143,25 @@ pub enum Write {
     ReplaceTemplate(Template),
     /// Delete a Template by name.
     DeleteTemplate(String),
-    /// Apply a ConfigMap of the operator namespace.
+    /// Write a ConfigMap of the operator namespace: created when it carries
+    /// no resourceVersion, else replaced (so keys it no longer has go).
     ApplyConfigMap(ConfigMap),
     /// Delete a ConfigMap of the operator namespace by name.
     DeleteConfigMap(String),
-    /// Create an ImageStreamImport that retries a stream's failed imports.
+    /// Retry a stream's failed imports: record the attempt, and create the
+    /// ImageStreamImport when there is one (`None`: no tag can be retried).
     RetryImport {
         /// The ImageStream.
         stream: String,
         /// The ImageStreamImport.
-        request: Value,
+        request: Option<Value>,
     },
     /// Remove the finalizer from the Config (its cleanup is done).
     RemoveFinalizer,
+    /// Remove the Config's [`BOOTSTRAP_ANNOTATION`]: it left `Removed`, so
+    /// why it once started there no longer matters (upstream forgets it
+    /// the same way).
+    ForgetBootstrapReason,
 }
 
 impl Write {
@@ -154,7 +176,7 @@ impl Write {
             }
             Self::ApplyConfigMap(_) | Self::DeleteConfigMap(_) => "ConfigMap",
             Self::RetryImport { .. } => "ImageStreamImport",
-            Self::RemoveFinalizer => "Config",
+            Self::RemoveFinalizer | Self::ForgetBootstrapReason => "Config",
         }
     }
 
@@ -167,7 +189,8 @@ impl Write {
             Self::ReplaceImageStream(_)
             | Self::ReplaceTemplate(_)
             | Self::ApplyConfigMap(_)
-            | Self::RemoveFinalizer => "update",
+            | Self::RemoveFinalizer
+            | Self::ForgetBootstrapReason => "update",
             Self::DeleteImageStream(_) | Self::DeleteTemplate(_) | Self::DeleteConfigMap(_) => {
                 "delete"
             }
@@ -188,7 +211,7 @@ impl Write {
             | Self::DeleteTemplate(name)
             | Self::DeleteConfigMap(name)
             | Self::RetryImport { stream: name, .. } => name,
-            Self::RemoveFinalizer => "",
+            Self::RemoveFinalizer | Self::ForgetBootstrapReason => "",
         }
     }
 }
@@ -223,11 +246,26 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         finalize(observed, &mut plan);
         return plan;
     }
-    keep_tag_to_image(observed, &mut plan);
     let spec = &observed.config.spec;
-    match spec.effective_management_state() {
+    let state = spec.effective_management_state();
+    if state != management_state::REMOVED
+        && observed
+            .config
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(BOOTSTRAP_ANNOTATION))
+    {
+        plan.writes.push(Write::ForgetBootstrapReason);
+    }
+    match state {
         management_state::UNMANAGED => unmanaged(observed, &mut plan),
-        management_state::REMOVED => removed(observed, &mut plan),
+        management_state::REMOVED => {
+            // Kept while Removed: it is what a disconnected cluster mirrors
+            // from before it turns the samples on.
+            keep_tag_to_image(observed, &mut plan);
+            removed(observed, &mut plan);
+        }
         management_state::MANAGED => {
             let forced = spec.management_state.as_deref() == Some(management_state::FORCE);
             match validate(observed) {
@@ -248,6 +286,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
                         &message,
                         observed.now,
                     );
+                    keep_tag_to_image(observed, &mut plan);
                     managed(observed, &mut plan);
                 }
                 Err(message) => set(
@@ -311,15 +350,15 @@ fn validate(observed: &Observed<'_>) -> Result<(), String> {
         });
     }
     let registry = spec.samples_registry.as_deref().unwrap_or_default();
-    if observed
-        .image_policy
-        .is_some_and(|policy| policy.blocks(registry))
-    {
-        return Err(format!(
+    match observed.image_policy {
+        Some(Ok(policy)) if policy.blocks(registry) => Err(format!(
             "global openshift image configuration prevents the creation of imagestreams using the registry {registry}"
-        ));
+        )),
+        Some(Err(why)) => Err(format!(
+            "the global openshift image configuration cannot be read, so it may prevent the creation of imagestreams using the registry {registry}: {why}"
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// A string list as Go's `%#v` prints it: `[]string{"a", "b"}`.
@@ -373,10 +412,8 @@ fn managed(observed: &Observed<'_>, plan: &mut Plan) {
                 all_present = false;
                 plan.writes.push(Write::CreateImageStream(desired));
             }
-            Some(found) if found.metadata.deletion_timestamp.is_some() => {
-                all_present = false;
-                plan.requeue_after = soonest(plan.requeue_after, WAIT_POLL);
-            }
+            // Its deletion event wakes the reconcile that re-creates it.
+            Some(found) if found.metadata.deletion_timestamp.is_some() => all_present = false,
             Some(found) => {
                 all_at_version &= at_version(&found.metadata, version);
                 if !stream_in_sync(found, &desired) {
@@ -404,10 +441,7 @@ fn managed(observed: &Observed<'_>, plan: &mut Plan) {
                 all_present = false;
                 plan.writes.push(Write::CreateTemplate(desired));
             }
-            Some(found) if found.metadata.deletion_timestamp.is_some() => {
-                all_present = false;
-                plan.requeue_after = soonest(plan.requeue_after, WAIT_POLL);
-            }
+            Some(found) if found.metadata.deletion_timestamp.is_some() => all_present = false,
             Some(found) => {
                 all_at_version &= at_version(&found.metadata, version);
                 if !template_in_sync(found, &desired) {
@@ -420,14 +454,24 @@ fn managed(observed: &Observed<'_>, plan: &mut Plan) {
 
     track_imports(observed, &skipped_streams, plan);
 
-    set(
-        &mut plan.status,
-        condition::SAMPLES_EXIST,
-        if all_present { TRUE } else { FALSE },
-        "",
-        "",
-        now,
-    );
+    match observed.write_failure {
+        Some(failure) => set(
+            &mut plan.status,
+            condition::SAMPLES_EXIST,
+            UNKNOWN,
+            &format!("APIServer{}Error", failure.status_reason),
+            &format!("error creating samples: {}", failure.message),
+            now,
+        ),
+        None => set(
+            &mut plan.status,
+            condition::SAMPLES_EXIST,
+            if all_present { TRUE } else { FALSE },
+            "",
+            "",
+            now,
+        ),
+    }
     set(
         &mut plan.status,
         condition::IMPORT_CREDENTIALS_EXIST,
@@ -473,30 +517,35 @@ fn track_imports(observed: &Observed<'_>, skipped: &BTreeSet<&str>, plan: &mut P
         }
         plan.failing_streams.push(name.clone());
         kept.insert(name.clone());
-        let desired = error_config_map(name, &failing, observed.operator_namespace);
+        let mut desired = error_config_map(name, &failing, observed.operator_namespace);
         let current = observed.error_config_maps.get(name);
         if current.map(|cm| &cm.data) != Some(&desired.data) {
+            desired.metadata.resource_version =
+                current.and_then(|cm| cm.metadata.resource_version.clone());
             plan.writes.push(Write::ApplyConfigMap(desired));
         }
         let last = observed.last_retries.get(name).copied();
         if retry_due(last, now, IMPORT_RETRY_INTERVAL) {
             let tags: Vec<String> = failing.keys().cloned().collect();
-            match import_request(found, &tags) {
+            // The attempt is recorded even when no tag can be retried, so
+            // that saying so waits for the next interval too.
+            let request = match import_request(found, &tags) {
                 Ok(request) => {
                     plan.notes.extend(request.left_out.iter().map(|(tag, why)| {
                         format!("not retrying the import of {name}:{tag}: {why}")
                     }));
-                    if let Some(body) = request.body {
-                        plan.writes.push(Write::RetryImport {
-                            stream: name.clone(),
-                            request: body,
-                        });
-                    }
+                    request.body
                 }
-                Err(error) => plan
-                    .notes
-                    .push(format!("not retrying the imports of {name}: {error}")),
-            }
+                Err(error) => {
+                    plan.notes
+                        .push(format!("not retrying the imports of {name}: {error}"));
+                    None
+                }
+            };
+            plan.writes.push(Write::RetryImport {
+                stream: name.clone(),
+                request,
+            });
             plan.requeue_after = soonest(plan.requeue_after, IMPORT_RETRY_INTERVAL);
         } else if let Some(last) = last {
             let due = last
@@ -596,16 +645,26 @@ fn removed(observed: &Observed<'_>, plan: &mut Plan) {
             }
         }
         // Step 3: once the cluster shows them gone, the removal is done.
+        // What is still there is deleted again (a cache behind the API
+        // server), what is terminating is waited for, and said so.
         (true, Some(_)) => {
-            if delete_managed(observed, plan) {
-                plan.requeue_after = Some(WAIT_POLL);
-            } else {
+            let remaining = delete_managed(observed, plan);
+            if remaining.is_empty() {
                 set(
                     &mut plan.status,
                     condition::REMOVE_PENDING,
                     FALSE,
                     "",
                     "",
+                    now,
+                );
+            } else {
+                set(
+                    &mut plan.status,
+                    condition::REMOVE_PENDING,
+                    TRUE,
+                    "",
+                    &waiting_for(&remaining),
                     now,
                 );
             }
@@ -626,46 +685,70 @@ fn finalize(observed: &Observed<'_>, plan: &mut Plan) {
         return;
     }
     let samples_reported = conditions::is_true(&plan.status.conditions, condition::SAMPLES_EXIST);
-    if delete_managed(observed, plan) || samples_reported {
+    let remaining = delete_managed(observed, plan);
+    if remaining.is_empty() && !samples_reported {
+        plan.writes.push(Write::RemoveFinalizer);
+    } else {
+        // The status says so first; the deletions' events (or this status
+        // write's) wake the reconcile that removes the finalizer.
+        let message = if remaining.is_empty() {
+            String::new()
+        } else {
+            waiting_for(&remaining)
+        };
         set(
             &mut plan.status,
             condition::SAMPLES_EXIST,
             FALSE,
             "",
-            "",
+            &message,
             observed.now,
         );
-        plan.requeue_after = Some(WAIT_POLL);
-    } else {
-        plan.writes.push(Write::RemoveFinalizer);
     }
 }
 
-/// Deletes every managed sample and import-error ConfigMap the cluster
-/// shows; returns whether there was any.
-fn delete_managed(observed: &Observed<'_>, plan: &mut Plan) -> bool {
-    let before = plan.writes.len();
-    plan.writes.extend(
-        observed
-            .image_streams
-            .iter()
-            .filter(|(_, stream)| is_managed(&stream.metadata))
-            .map(|(name, _)| Write::DeleteImageStream(name.clone())),
-    );
-    plan.writes.extend(
-        observed
-            .templates
-            .iter()
-            .filter(|(_, template)| is_managed(&template.metadata))
-            .map(|(name, _)| Write::DeleteTemplate(name.clone())),
-    );
-    plan.writes.extend(
-        observed
-            .error_config_maps
-            .keys()
-            .map(|name| Write::DeleteConfigMap(name.clone())),
-    );
-    plan.writes.len() > before
+/// What a removal still waits for, for a condition message.
+fn waiting_for(remaining: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut names = remaining[..remaining.len().min(SHOWN)].join(", ");
+    if remaining.len() > SHOWN {
+        names.push_str(&format!(" and {} more", remaining.len() - SHOWN));
+    }
+    format!("waiting for {} to be deleted: {names}", remaining.len())
+}
+
+/// Deletes every sample labelled managed and every import-error ConfigMap
+/// the cluster shows, but those already terminating (deleting them again
+/// changes nothing); returns every one still there (`kind/name`), the
+/// terminating ones included.
+///
+/// As upstream, "managed" is the label, not the inventory: samples an older
+/// release managed and this one no longer ships go too.
+fn delete_managed(observed: &Observed<'_>, plan: &mut Plan) -> Vec<String> {
+    let mut remaining = Vec::new();
+    for (name, stream) in observed.image_streams {
+        if is_managed(&stream.metadata) {
+            remaining.push(format!("imagestream/{name}"));
+            if stream.metadata.deletion_timestamp.is_none() {
+                plan.writes.push(Write::DeleteImageStream(name.clone()));
+            }
+        }
+    }
+    for (name, template) in observed.templates {
+        if is_managed(&template.metadata) {
+            remaining.push(format!("template/{name}"));
+            if template.metadata.deletion_timestamp.is_none() {
+                plan.writes.push(Write::DeleteTemplate(name.clone()));
+            }
+        }
+    }
+    for (name, config_map) in observed.error_config_maps {
+        remaining.push(format!("configmap/{name}"));
+        if config_map.metadata.deletion_timestamp.is_none() {
+            plan.writes.push(Write::DeleteConfigMap(name.clone()));
+        }
+    }
+    remaining
 }
 
 /// Keeps the `imagestreamtag-to-image` ConfigMap equal to the inventory's
@@ -685,6 +768,9 @@ fn keep_tag_to_image(observed: &Observed<'_>, plan: &mut Plan) {
             && version_of(&current.metadata) == Some(observed.operator_version)
     });
     if !same {
+        let mut desired = desired;
+        desired.metadata.resource_version =
+            current.and_then(|cm| cm.metadata.resource_version.clone());
         plan.writes.push(Write::ApplyConfigMap(desired));
     }
 }
@@ -697,7 +783,7 @@ fn order_writes(writes: &mut [Write]) {
         Write::CreateTemplate(_) | Write::ReplaceTemplate(_) => 2,
         Write::RetryImport { .. } => 3,
         Write::DeleteImageStream(_) | Write::DeleteTemplate(_) | Write::DeleteConfigMap(_) => 4,
-        Write::RemoveFinalizer => 5,
+        Write::RemoveFinalizer | Write::ForgetBootstrapReason => 5,
     });
 }
 
@@ -802,8 +888,55 @@ fn at_version(metadata: &ObjectMeta, version: &str) -> bool {
 }
 
 /// Whether the cluster's ImageStream has everything the desired one has.
+///
+/// `spec.tags` is compared as a map by tag name: OpenShift's API server
+/// keeps tags in a map and returns them sorted by name, whatever order they
+/// were sent in, and it reads a `referencePolicy.type` of `""` as `Source`.
 pub fn stream_in_sync(found: &ImageStream, desired: &ImageStream) -> bool {
-    metadata_in_sync(&found.metadata, &desired.metadata) && contains(&found.spec, &desired.spec)
+    let without_tags = |spec: &Value| {
+        let mut spec = spec.clone();
+        if let Some(spec) = spec.as_object_mut() {
+            spec.remove("tags");
+        }
+        spec
+    };
+    metadata_in_sync(&found.metadata, &desired.metadata)
+        && contains(&without_tags(&found.spec), &without_tags(&desired.spec))
+        && tags_in_sync(&found.spec, &desired.spec)
+}
+
+/// The tags of a spec by name, as the API server stores them.
+fn tags_by_name(spec: &Value) -> BTreeMap<&str, Value> {
+    spec.get("tags")
+        .and_then(Value::as_array)
+        .map(|tags| {
+            tags.iter()
+                .filter_map(|tag| Some((tag_name(tag)?, normalized_tag(tag))))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn normalized_tag(tag: &Value) -> Value {
+    let mut tag = tag.clone();
+    if let Some(policy) = tag
+        .get_mut("referencePolicy")
+        .and_then(Value::as_object_mut)
+        && policy.get("type").is_none_or(|t| t == "")
+    {
+        policy.insert("type".to_owned(), Value::String("Source".to_owned()));
+    }
+    tag
+}
+
+fn tags_in_sync(found: &Value, desired: &Value) -> bool {
+    let (found, desired) = (tags_by_name(found), tags_by_name(desired));
+    found.len() == desired.len()
+        && desired.iter().all(|(name, tag)| {
+            found
+                .get(name)
+                .is_some_and(|found_tag| contains(found_tag, tag))
+        })
 }
 
 /// Whether the cluster's Template has everything the desired one has.

@@ -254,11 +254,12 @@ async fn the_cluster_operator_reports_the_samples() {
             .await
             .map_err(|e| e.to_string())?;
         let conditions = conditions_of(&operator);
-        conditions
-            .iter()
-            .all(|(_, _, reason)| reason == "CurrentlyRemoved")
-            .then_some(())
-            .ok_or_else(|| format!("{conditions:?}"))
+        (conditions.len() == 3
+            && conditions
+                .iter()
+                .all(|(_, _, reason)| reason == "CurrentlyRemoved"))
+        .then_some(())
+        .ok_or_else(|| format!("{conditions:?}"))
     })
     .await;
     service.stop().await;
@@ -268,4 +269,79 @@ async fn the_cluster_operator_reports_the_samples() {
         &[("config.openshift.io", "clusteroperators")],
     )
     .await;
+}
+
+#[tokio::test]
+async fn uninstall_without_the_image_and_template_apis_finds_nothing_to_remove() {
+    let fixture = Fixture::new("uninstall-absent").await;
+    let _exclusive = CLUSTER_APIS.write().await;
+    remove_crds(
+        &fixture.client,
+        &[
+            ("image.openshift.io", "imagestreams"),
+            ("image.openshift.io", "imagestreamimports"),
+            ("template.openshift.io", "templates"),
+        ],
+    )
+    .await;
+    let service = RunningSamples::start(&fixture.client, fixture.config()).await;
+    fixture.config_object().await;
+    service.stop().await;
+    let removed = samples_operator::controller::uninstall::uninstall(
+        &fixture.client,
+        &fixture.config(),
+        "samples-operator",
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        removed,
+        samples_operator::controller::uninstall::Removed {
+            config: true,
+            ..Default::default()
+        }
+    );
+    assert!(
+        fixture
+            .configs()
+            .get_opt(&fixture.config_name)
+            .await
+            .unwrap()
+            .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+    );
+}
+
+#[tokio::test]
+async fn without_the_apis_a_deleted_config_is_let_go_and_made_anew() {
+    let fixture = Fixture::new("absent-delete").await;
+    let _exclusive = CLUSTER_APIS.write().await;
+    remove_crds(
+        &fixture.client,
+        &[
+            ("image.openshift.io", "imagestreams"),
+            ("image.openshift.io", "imagestreamimports"),
+            ("template.openshift.io", "templates"),
+        ],
+    )
+    .await;
+    let service = RunningSamples::start(&fixture.client, fixture.config()).await;
+    let first = fixture.config_object().await;
+    fixture
+        .configs()
+        .delete(&fixture.config_name, &Default::default())
+        .await
+        .unwrap();
+    let configs = fixture.configs();
+    let name = fixture.config_name.clone();
+    let old = first.metadata.uid.clone();
+    eventually("a new Config", WAIT, || async {
+        match configs.get_opt(&name).await.map_err(|e| e.to_string())? {
+            Some(config) if config.metadata.uid != old => Ok(()),
+            other => Err(format!("{:?}", other.map(|c| c.metadata))),
+        }
+    })
+    .await;
+    service.stop().await;
+    fixture.delete_config().await;
 }

@@ -30,7 +30,7 @@ use olm_api::{
     samples::Config,
 };
 use olm_runtime::admin::Readiness;
-pub(crate) use olm_testkit::{eventually, olm_crds_installed};
+pub(crate) use olm_testkit::{eventually, olm_crds_installed, open_crd};
 use samples_operator::{
     controller::{self, InventorySource, SamplesConfig},
     decide::inventory::Inventory,
@@ -60,41 +60,6 @@ pub(crate) fn init_logs() {
                 .unwrap_or_else(|_| "samples_operator=debug".into()),
         )
         .try_init();
-}
-
-/// An open CRD (any content kept), as OpenShift's API server stands in for.
-fn open_crd(
-    group: &str,
-    plural: &str,
-    kind: &str,
-    scope: &str,
-    status: bool,
-) -> CustomResourceDefinition {
-    let singular = kind.to_lowercase();
-    let mut version = json!({
-        "name": "v1",
-        "served": true,
-        "storage": true,
-        "schema": { "openAPIV3Schema": {
-            "type": "object",
-            "x-kubernetes-preserve-unknown-fields": true,
-        }},
-    });
-    if status {
-        version["subresources"] = json!({ "status": {} });
-    }
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": format!("{plural}.{group}") },
-        "spec": {
-            "group": group,
-            "scope": scope,
-            "names": { "plural": plural, "singular": singular, "kind": kind, "listKind": format!("{kind}List") },
-            "versions": [version],
-        },
-    }))
-    .unwrap()
 }
 
 /// The image and template APIs (ImageStream, ImageStreamImport, Template),
@@ -130,7 +95,7 @@ pub(crate) async fn install_crds(client: &Client, crds: Vec<CustomResourceDefini
         let client = client.clone();
         let (group, plural) = (crd.spec.group.clone(), crd.spec.names.plural.clone());
         eventually(&format!("{plural}.{group} discoverable"), WAIT, || async {
-            olm_runtime::cluster_operator::served_resource(&client, &group, &plural)
+            olm_runtime::discovery::served_resource(&client, &group, &plural)
                 .await
                 .ok()
                 .flatten()
@@ -152,7 +117,7 @@ pub(crate) async fn remove_crds(client: &Client, crds: &[(&str, &str)]) {
     for (group, plural) in crds {
         let client = client.clone();
         eventually(&format!("{plural}.{group} gone"), WAIT, || async {
-            match olm_runtime::cluster_operator::served_resource(&client, group, plural).await {
+            match olm_runtime::discovery::served_resource(&client, group, plural).await {
                 Ok(None) => Ok(()),
                 other => Err(format!("{other:?}")),
             }
@@ -451,6 +416,18 @@ impl RunningSamples {
             shutdown,
             task: Some(task),
         }
+    }
+
+    /// How many sample writes (ImageStreams, Templates, ConfigMaps) the
+    /// service has made, from its metrics.
+    pub(crate) fn sample_writes(&self) -> u64 {
+        self.registry
+            .encode()
+            .unwrap()
+            .lines()
+            .filter(|line| line.starts_with("samples_operator_sample_writes_total{"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
     }
 
     pub(crate) async fn stop(mut self) {

@@ -38,10 +38,15 @@ async fn removed_unmanaged_and_managed_again() {
         watcher::Config::default().fields(&format!("metadata.name={}", fixture.config_name)),
     )
     .applied_objects();
+    let (watching_tx, watching) = tokio::sync::oneshot::channel();
     let seen = tokio::spawn(async move {
         let mut seen: Vec<(String, String)> = Vec::new();
+        let mut watching_tx = Some(watching_tx);
         let mut watch = std::pin::pin!(watch);
         while let Some(Ok(config)) = watch.next().await {
+            if let Some(tx) = watching_tx.take() {
+                let _ = tx.send(());
+            }
             let state = config
                 .status
                 .as_ref()
@@ -60,6 +65,8 @@ async fn removed_unmanaged_and_managed_again() {
         }
         seen
     });
+    // The watch has seen the Config as it is before the change is made.
+    tokio::time::timeout(WAIT, watching).await.unwrap().unwrap();
     fixture
         .patch_spec(json!({"managementState": "Removed"}))
         .await;

@@ -16,10 +16,10 @@ fn inventory() -> Inventory {
             "kind": "ImageStream", "apiVersion": "image.openshift.io/v1",
             "metadata": {"name": name, "annotations": {"openshift.io/display-name": name}},
             "spec": {"tags": [
-                {"name": "1.0", "from": {"kind": "DockerImage", "name": image},
-                 "generation": null, "importPolicy": {}, "referencePolicy": {"type": "Local"}},
                 {"name": "latest", "from": {"kind": "ImageStreamTag", "name": "1.0"},
-                 "generation": null, "referencePolicy": {"type": "Local"}}
+                 "generation": null, "referencePolicy": {"type": ""}},
+                {"name": "1.0", "from": {"kind": "DockerImage", "name": image},
+                 "generation": null, "importPolicy": {}, "referencePolicy": {"type": "Local"}}
             ]}
         })
     };
@@ -84,7 +84,8 @@ struct World {
     finalizer_removed: bool,
     resource_version: u64,
     now: Timestamp,
-    policy: Option<ImagePolicy>,
+    policy: Option<Result<ImagePolicy, String>>,
+    write_failure: Option<WriteFailure>,
 }
 
 impl World {
@@ -101,6 +102,7 @@ impl World {
             resource_version: 1,
             now: at(0),
             policy: None,
+            write_failure: None,
         }
     }
 
@@ -114,7 +116,11 @@ impl World {
             tag_to_image: self.tag_to_image.as_ref(),
             operator_namespace: OPERATOR_NAMESPACE,
             operator_version: VERSION,
-            image_policy: self.policy.as_ref(),
+            image_policy: self
+                .policy
+                .as_ref()
+                .map(|policy| policy.as_ref().map_err(String::as_str)),
+            write_failure: self.write_failure.as_ref(),
             last_retries: &self.retries,
             now: self.now,
         })
@@ -132,6 +138,7 @@ impl World {
             match write.clone() {
                 Write::CreateImageStream(mut stream) | Write::ReplaceImageStream(mut stream) => {
                     stream.metadata.resource_version = self.next_version();
+                    as_openshift_stores_it(&mut stream);
                     let name = stream.metadata.name.clone().unwrap();
                     let status = self
                         .streams
@@ -163,11 +170,18 @@ impl World {
                 Write::DeleteConfigMap(name) => {
                     self.error_maps.remove(&name);
                 }
-                Write::RetryImport { stream, .. } => {
+                Write::RetryImport { stream, request } => {
                     self.retries.insert(stream.clone(), self.now);
-                    self.imports.push(stream);
+                    if request.is_some() {
+                        self.imports.push(stream);
+                    }
                 }
                 Write::RemoveFinalizer => self.finalizer_removed = true,
+                Write::ForgetBootstrapReason => {
+                    if let Some(annotations) = self.config.metadata.annotations.as_mut() {
+                        annotations.remove(BOOTSTRAP_ANNOTATION);
+                    }
+                }
             }
         }
     }
@@ -211,6 +225,27 @@ impl World {
                 .map(|tag| json!({"tag": tag.name, "items": [{"image": "sha256:fixture", "dockerImageReference": "x", "generation": 1}]}))
                 .collect();
             stream.status = json!({ "tags": tags });
+        }
+    }
+}
+
+/// What OpenShift's API server does to an ImageStream it stores: tags
+/// sorted by name, an empty reference policy read as `Source`, defaults
+/// filled in.
+fn as_openshift_stores_it(stream: &mut ImageStream) {
+    stream.spec["lookupPolicy"] = json!({"local": false});
+    if let Some(tags) = stream.spec.get_mut("tags").and_then(Value::as_array_mut) {
+        tags.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        for tag in tags {
+            if tag["referencePolicy"]["type"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty()
+            {
+                tag["referencePolicy"] = json!({"type": "Source"});
+            }
+            tag["generation"] = json!(3);
+            tag["importPolicy"]["importMode"] = json!("Legacy");
         }
     }
 }
@@ -325,10 +360,11 @@ fn edits_to_managed_samples_are_put_back_but_server_defaults_and_extra_tags_are_
     assert_eq!(
         images,
         [
-            "registry.redhat.io/ubi9/ruby-33:latest",
             "1.0",
+            "registry.redhat.io/ubi9/ruby-33:latest",
             "old.example/ruby:1"
-        ]
+        ],
+        "the inventory's tags in its order, then the extra one"
     );
 
     // A template edit is put back too.
@@ -752,20 +788,17 @@ fn an_unknown_architecture_and_a_blocked_registry_are_invalid() {
         Some("architecture riscv64 unsupported; only support x86_64,amd64,arm64,ppc64le,s390x")
     );
     assert!(
-        decided
-            .writes
-            .iter()
-            .all(|w| matches!(w, Write::ApplyConfigMap(_))),
-        "only the mirroring map: {:?}",
+        decided.writes.is_empty(),
+        "nothing until the spec is put right: {:?}",
         decided.writes
     );
 
     let mut world = World::new(config("Managed"));
     world.config.spec.samples_registry = Some("mirror.fixture".to_owned());
-    world.policy = Some(ImagePolicy {
+    world.policy = Some(Ok(ImagePolicy {
         blocked_registries: vec!["mirror.fixture".to_owned()],
         ..ImagePolicy::default()
-    });
+    }));
     let decided = world.plan(&inventory);
     let valid =
         conditions::find(&decided.status.conditions, condition::CONFIGURATION_VALID).unwrap();
@@ -852,7 +885,12 @@ proptest! {
         world.import_everything();
         for state in &states {
             world.config.spec.management_state = Some((*state).to_owned());
+            let (streams_before, templates_before) = (world.streams.clone(), world.templates.clone());
             world.converge(&inventory);
+            if *state == "Unmanaged" {
+                prop_assert_eq!(&world.streams, &streams_before, "Unmanaged wrote an ImageStream");
+                prop_assert_eq!(&world.templates, &templates_before, "Unmanaged wrote a Template");
+            }
             world.import_everything();
             world.converge(&inventory);
             let status = world.config.status.clone().unwrap();
@@ -873,10 +911,147 @@ proptest! {
                 "Removed" => {
                     prop_assert_eq!(status.management_state.as_deref(), Some("Removed"));
                     prop_assert!(world.streams.values().all(|s| !is_managed(&s.metadata)));
+                    prop_assert!(world.templates.values().all(|t| !is_managed(&t.metadata)));
                     prop_assert!(conditions::is_false(&status.conditions, condition::REMOVE_PENDING));
                 }
                 _ => prop_assert_eq!(status.management_state.as_deref(), Some("Unmanaged")),
             }
         }
     }
+}
+
+#[test]
+fn removal_waits_for_terminating_samples_without_deleting_them_again() {
+    let inventory = inventory();
+    let mut world = World::new(config("Managed"));
+    world.converge(&inventory);
+    world.import_everything();
+    world.config.spec.management_state = Some("Removed".to_owned());
+    let step1 = world.plan(&inventory);
+    world.apply(&step1);
+    let step2 = world.plan(&inventory);
+    // The API server keeps one, held by someone else's finalizer.
+    let held = world.streams["fixture-ruby"].clone();
+    world.apply(&step2);
+    let mut held = held;
+    held.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        world.now,
+    ));
+    world.streams.insert("fixture-ruby".to_owned(), held);
+
+    let waiting = world.plan(&inventory);
+    assert!(waiting.writes.is_empty(), "{:?}", waiting.writes);
+    assert_eq!(waiting.requeue_after, None, "its deletion event wakes us");
+    let pending = conditions::find(&waiting.status.conditions, condition::REMOVE_PENDING).unwrap();
+    assert_eq!(pending.status, TRUE);
+    assert_eq!(
+        pending.message.as_deref(),
+        Some("waiting for 1 to be deleted: imagestream/fixture-ruby")
+    );
+    world.apply(&waiting);
+    world.streams.remove("fixture-ruby");
+    let done = world.plan(&inventory);
+    assert!(conditions::is_false(
+        &done.status.conditions,
+        condition::REMOVE_PENDING
+    ));
+}
+
+#[test]
+fn a_lasting_write_failure_shows_as_samples_exist_unknown_until_it_clears() {
+    let inventory = inventory();
+    let mut world = World::new(config("Managed"));
+    world.write_failure = Some(WriteFailure {
+        status_reason: "Forbidden".to_owned(),
+        message: "cannot create ImageStream fixture-ruby: forbidden".to_owned(),
+    });
+    let decided = world.plan(&inventory);
+    let exists = conditions::find(&decided.status.conditions, condition::SAMPLES_EXIST).unwrap();
+    assert_eq!(exists.status, UNKNOWN);
+    assert_eq!(exists.reason.as_deref(), Some("APIServerForbiddenError"));
+    assert_eq!(
+        exists.message.as_deref(),
+        Some("error creating samples: cannot create ImageStream fixture-ruby: forbidden")
+    );
+    assert!(!decided.writes.is_empty(), "it keeps trying");
+    world.write_failure = None;
+    world.converge(&inventory);
+    assert_eq!(world.condition(condition::SAMPLES_EXIST).status, TRUE);
+}
+
+#[test]
+fn an_unreadable_image_policy_makes_the_spec_uncheckable() {
+    let inventory = inventory();
+    let mut world = World::new(config("Managed"));
+    world.policy = Some(Err(
+        "images.config.openshift.io \"cluster\" is forbidden".to_owned()
+    ));
+    let decided = world.plan(&inventory);
+    let valid =
+        conditions::find(&decided.status.conditions, condition::CONFIGURATION_VALID).unwrap();
+    assert_eq!(valid.status, FALSE);
+    assert!(
+        valid
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("the global openshift image configuration cannot be read"),
+        "{valid:?}"
+    );
+    assert!(decided.writes.is_empty(), "{:?}", decided.writes);
+    // Removed and Unmanaged do not read it: nothing to validate.
+    world.config.spec.management_state = Some("Unmanaged".to_owned());
+    world.policy = None;
+    assert!(world.plan(&inventory).writes.is_empty());
+}
+
+#[test]
+fn leaving_removed_forgets_why_it_started_there() {
+    let inventory = inventory();
+    let mut world = World::new(config("Removed"));
+    world.config.metadata.annotations = Some(
+        [(
+            BOOTSTRAP_ANNOTATION.to_owned(),
+            "RegistryUnreachable".to_owned(),
+        )]
+        .into(),
+    );
+    world.converge(&inventory);
+    assert!(
+        world
+            .config
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key(BOOTSTRAP_ANNOTATION)
+    );
+    world.config.spec.management_state = Some("Managed".to_owned());
+    world.converge(&inventory);
+    assert!(
+        !world
+            .config
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key(BOOTSTRAP_ANNOTATION)
+    );
+}
+
+#[test]
+fn unmanaged_and_an_invalid_spec_leave_the_mirroring_map_alone() {
+    let inventory = inventory();
+    let mut world = World::new(config("Unmanaged"));
+    world.converge(&inventory);
+    assert!(world.tag_to_image.is_none());
+    let mut world = World::new(config("Managed"));
+    world.config.spec.architectures = vec!["riscv64".to_owned()];
+    assert!(world.plan(&inventory).writes.is_empty());
+    let mut world = World::new(config("Removed"));
+    world.converge(&inventory);
+    assert!(
+        world.tag_to_image.is_some(),
+        "kept while Removed, for mirroring"
+    );
 }
