@@ -54,6 +54,21 @@ fn operator_names(report: &serde_json::Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The steps a preview's changes name, as (kind, name).
+fn previewed_steps(changes: &serde_json::Value) -> std::collections::BTreeSet<(String, String)> {
+    let field = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    let objects = changes["objects"].as_array().cloned().unwrap_or_default();
+    let crds = changes["crds"].as_array().cloned().unwrap_or_default();
+    objects
+        .iter()
+        .map(|o| (field(o, "kind"), field(o, "name")))
+        .chain(
+            crds.iter()
+                .map(|c| ("CustomResourceDefinition".to_owned(), field(c, "name"))),
+        )
+        .collect()
+}
+
 async fn names<K>(api: &Api<K>) -> Vec<String>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
@@ -97,20 +112,45 @@ async fn an_operator_is_installed_approved_upgraded_and_uninstalled_with_kubectl
 
     // Preview before anything is installed: what installing would install,
     // once catalog-operator has seen the catalog READY.
-    let mut preview = vec!["preview", "gadgets", "-o", "json"];
+    let mut preview = vec![
+        "preview",
+        "gadgets",
+        "-o",
+        "json",
+        "--insecure-registry",
+        &host,
+    ];
     preview.extend(from_catalog);
-    let planned = eventually("preview resolves the install", WAIT, || async {
+    let planned_report = eventually("preview resolves the install", WAIT, || async {
         let (code, out, err) = run(ns, &preview).await;
         let report: serde_json::Value =
             serde_json::from_str(&out).map_err(|e| format!("{e}: {out}{err}"))?;
         if code == 0 && report["decision"] == "Resolved" {
-            Ok(operator_names(&report))
+            Ok(report)
         } else {
             Err(format!("exit {code}: {out}{err}"))
         }
     })
     .await;
-    assert_eq!(planned, ["gadgets.v1.0.0"]);
+    assert_eq!(operator_names(&planned_report), ["gadgets.v1.0.0"]);
+    // What it would apply: the bundle's objects, all new, its CRD to be
+    // created, and the RBAC its CSV grants.
+    let changes = &planned_report["changes"][0];
+    assert!(changes["unavailable"].is_null(), "{changes}");
+    let previewed_steps = previewed_steps(changes);
+    assert!(
+        changes["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["action"] == "create"),
+        "{changes}"
+    );
+    assert_eq!(changes["crds"][0]["verdict"], "create", "{changes}");
+    assert!(
+        changes["rbac"].as_array().is_some_and(|r| !r.is_empty()),
+        "{changes}"
+    );
     let mut unknown = vec!["preview", "no-such-package"];
     unknown.extend(from_catalog);
     let (code, out, _) = run(ns, &unknown).await;
@@ -158,6 +198,7 @@ async fn an_operator_is_installed_approved_upgraded_and_uninstalled_with_kubectl
         }
     })
     .await;
+
     let (code, out, err) = run(ns, &["approve", "gadgets", "--wait", "--timeout", "120"]).await;
     assert_eq!(code, 0, "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
@@ -172,6 +213,32 @@ async fn an_operator_is_installed_approved_upgraded_and_uninstalled_with_kubectl
         "{out}"
     );
     assert!(lines.contains(&"succeeded: gadgets.v1.0.0"), "{out}");
+    // The plan catalog-operator wrote (its steps are filled in once it is
+    // approved and the bundle unpacked) holds exactly what the preview showed.
+    let planned_steps = eventually("the first plan's steps", WAIT, || async {
+        let list = plans
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let steps: std::collections::BTreeSet<(String, String)> = list
+            .items
+            .iter()
+            .flat_map(|p| p.status.iter().flat_map(|s| s.plan.iter()))
+            .map(|step| {
+                (
+                    step.resource.kind.clone(),
+                    step.resource.name.replace(ns, "NS"),
+                )
+            })
+            .collect();
+        if steps.is_empty() {
+            Err("no steps yet".to_owned())
+        } else {
+            Ok(steps)
+        }
+    })
+    .await;
+    assert_eq!(planned_steps, previewed_steps);
     // Nothing waits now.
     let (code, _, err) = run(ns, &["approve", "gadgets"]).await;
     assert_eq!(code, 0, "already approved is fine: {err}");

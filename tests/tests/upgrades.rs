@@ -327,6 +327,40 @@ async fn crd_upgrade_is_refused(prefix: &str, new_versions: Vec<CrdVersion>, exp
         let part = part.replace("{crd}", &v1.crd_name());
         assert!(message.contains(&part), "{part:?} not in {message:?}");
     }
+    // `kubectl olm preview` of the same upgrade reaches the same verdict,
+    // with the same words, before anything is applied.
+    let out = olm_e2e::kubectl_olm(
+        ns,
+        &[
+            "preview",
+            "gadgets",
+            "-o",
+            "json",
+            "--insecure-registry",
+            &host,
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let preview: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(preview["changes"][0]["csv"], "gadgets.v2.0.0", "{preview}");
+    let verdict = &preview["changes"][0]["crds"][0];
+    assert_eq!(verdict["name"], v1.crd_name().as_str(), "{preview}");
+    assert_eq!(verdict["verdict"], "refused", "{preview}");
+    let refusal = verdict["message"].as_str().unwrap_or_default();
+    for part in expected {
+        let part = part.replace("{crd}", &v1.crd_name());
+        assert!(
+            refusal.contains(&part),
+            "preview: {part:?} not in {refusal:?}"
+        );
+    }
+    assert_eq!(
+        refusal, message,
+        "the preview's refusal is the InstallPlan's, word for word"
+    );
+
     // The Subscription says so.
     eventually("InstallPlanFailed on the Subscription", WAIT, || async {
         let status = subscription_status(&subs, "gadgets").await?;

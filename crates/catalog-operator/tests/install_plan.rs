@@ -204,7 +204,7 @@ fn crds_are_applied_first_and_listed_after_csvs() {
         .map(|i| steps[i].resource.name.clone())
         .collect();
     assert_eq!(order, ["b.crd", "a.crd", "a.v1", "sa"]);
-    install_plan::listing_order(&mut steps);
+    olm_plan::steps::listing_order(&mut steps);
     let listed: Vec<_> = steps.iter().map(|s| s.resource.name.as_str()).collect();
     assert_eq!(listed, ["a.v1", "b.crd", "a.crd", "sa"]);
 }
@@ -213,14 +213,14 @@ fn crds_are_applied_first_and_listed_after_csvs() {
 fn crd_updates_may_not_drop_stored_versions() {
     let v = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     assert!(
-        install_plan::check_stored_versions("etcds.example.com", &v(&["v1"]), &v(&["v1", "v2"]))
+        olm_plan::crd::check_stored_versions("etcds.example.com", &v(&["v1"]), &v(&["v1", "v2"]))
             .is_ok()
     );
     assert_eq!(
-        install_plan::check_stored_versions("etcds.example.com", &v(&["v1", "v1beta1"]), &v(&["v1"])),
+        olm_plan::crd::check_stored_versions("etcds.example.com", &v(&["v1", "v1beta1"]), &v(&["v1"])),
         Err("risk of data loss updating \"etcds.example.com\": new CRD removes version v1beta1 that is listed as a stored version on the existing CRD".into())
     );
-    let message = install_plan::invalid_existing_cr_message(
+    let message = olm_plan::crd::invalid_existing_cr_message(
         "etcds.example.com",
         "v1",
         "ns/my-etcd",

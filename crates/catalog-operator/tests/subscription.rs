@@ -340,7 +340,7 @@ fn next_generation_is_above_every_subscription_and_plan() {
 #[test]
 fn dependency_subscriptions_are_named_as_upstream() {
     assert_eq!(
-        subscription::dependency_subscription_name("etcd", "alpha", "cat", "olm"),
+        olm_plan::steps::dependency_subscription_name("etcd", "alpha", "cat", "olm"),
         "etcd-alpha-cat-olm"
     );
 }

@@ -5,7 +5,8 @@
 //! over catalogs and a state file.
 //!
 //! It depends on the library crates only (`olm-api`, `olm-catalog`,
-//! `olm-registry`, `olm-resolver`), never on a service crate: it talks to
+//! `olm-registry`, `olm-resolver`, `olm-plan`, `olm-oci`), never on a
+//! service crate: it talks to
 //! the services through the Kubernetes objects they watch, as a user does.
 //! Its rules (stages, health, what to delete) are pure functions in
 //! [`decide`]; the commands read the cluster, call them, and act.

@@ -76,12 +76,10 @@ pub(crate) fn load(arg: &CatalogArg, priority: i32, healthy: bool) -> Result<Cat
     Ok(snapshot)
 }
 
-/// Packages (name, default channel) and bundles of the registry at
-/// `address` (`http://host:port`), as resolver input.
-pub(crate) async fn list_registry(
-    address: &str,
-) -> Result<(Vec<(String, String)>, Vec<BundleInput>)> {
-    let client = RegistryClient::connect(
+/// A client of the registry at `address` (`http://host:port`), with this
+/// tool's timeouts.
+pub(crate) async fn connect_registry(address: &str) -> Result<RegistryClient> {
+    Ok(RegistryClient::connect(
         address,
         ClientOptions {
             connect_timeout: REGISTRY_CONNECT_TIMEOUT,
@@ -89,7 +87,15 @@ pub(crate) async fn list_registry(
             ..ClientOptions::default()
         },
     )
-    .await?;
+    .await?)
+}
+
+/// Packages (name, default channel) and bundles of the registry at
+/// `address` (`http://host:port`), as resolver input.
+pub(crate) async fn list_registry(
+    address: &str,
+) -> Result<(Vec<(String, String)>, Vec<BundleInput>)> {
+    let client = connect_registry(address).await?;
     let mut packages = Vec::new();
     for name in client.list_packages().await? {
         let package = client.get_package(&name).await?;

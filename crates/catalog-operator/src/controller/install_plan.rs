@@ -381,25 +381,14 @@ async fn apply_crd(
             Err(error) => return Err(StepError::kube(&format!("creating CRD {name}"), &error)),
         },
         Some(existing) => {
-            let stored_versions = existing
-                .status
-                .as_ref()
-                .and_then(|s| s.stored_versions.clone())
-                .unwrap_or_default();
-            let new_versions: Vec<String> = desired
-                .spec
-                .versions
-                .iter()
-                .map(|v| v.name.clone())
-                .collect();
-            decide::check_stored_versions(&name, &stored_versions, &new_versions).map_err(
-                |message| StepError {
+            olm_plan::crd::check_stored_versions_of(&existing, &desired).map_err(|message| {
+                StepError {
                     message,
                     forbidden: false,
                     permanent: false,
-                },
-            )?;
-            if crd_unchanged(&existing, &desired) {
+                }
+            })?;
+            if olm_plan::crd::unchanged(&existing, &desired) {
                 existing
             } else {
                 check_existing_resources(context, &existing, &desired).await?;
@@ -424,20 +413,6 @@ async fn apply_crd(
     } else {
         StepStatus::WAITING_FOR_API
     })
-}
-
-fn crd_unchanged(existing: &CustomResourceDefinition, desired: &CustomResourceDefinition) -> bool {
-    let annotations_present = desired.metadata.annotations.iter().flatten().all(|(k, v)| {
-        existing
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(k))
-            == Some(v)
-    });
-    let spec_same =
-        serde_json::to_value(&existing.spec).ok() == serde_json::to_value(&desired.spec).ok();
-    annotations_present && spec_same
 }
 
 fn crd_established(crd: &CustomResourceDefinition) -> bool {
@@ -673,17 +648,17 @@ async fn persist_lookups(
                 remaining.push(lookup);
             }
             Ok(Unpacked::Ready(content)) => {
-                let source = crate::decide::steps::BundleSource {
+                let source = olm_plan::steps::BundleSource {
                     catalog,
                     catalog_namespace,
                 };
-                let bundle = crate::decide::steps::BundleContent {
+                let bundle = olm_plan::steps::BundleContent {
                     csv_name: content.csv_name.clone(),
                     csv_json: String::new(),
                     objects: content.objects,
                 };
                 let replaces = (!lookup.replaces.is_empty()).then_some(lookup.replaces.as_str());
-                match crate::decide::steps::steps_for_bundle(
+                match olm_plan::steps::steps_for_bundle(
                     &bundle,
                     &source,
                     replaces,
@@ -751,7 +726,7 @@ async fn persist_lookups(
     status.bundle_lookups = remaining;
     if !added.is_empty() {
         status.plan.extend(added);
-        decide::listing_order(&mut status.plan);
+        olm_plan::steps::listing_order(&mut status.plan);
     }
 }
 
@@ -844,71 +819,38 @@ async fn check_existing_resources(
     desired: &CustomResourceDefinition,
 ) -> Result<(), StepError> {
     let name = existing.metadata.name.clone().unwrap_or_default();
-    let webhook = desired
-        .spec
-        .conversion
-        .as_ref()
-        .is_some_and(|c| c.strategy == "Webhook");
-    for new_version in &desired.spec.versions {
-        let Some(old_version) = existing
-            .spec
-            .versions
-            .iter()
-            .find(|v| v.name == new_version.name && v.served)
-        else {
-            continue;
-        };
-        let Some(schema) = new_version
-            .schema
-            .as_ref()
-            .and_then(|s| s.open_api_v3_schema.as_ref())
-        else {
-            continue;
-        };
-        if old_version.schema.as_ref() == new_version.schema.as_ref() {
-            continue;
-        }
-        let schema =
-            serde_json::to_value(schema).map_err(|e| StepError::permanent(e.to_string()))?;
+    let webhook = olm_plan::crd::converts_by_webhook(desired);
+    for check in olm_plan::crd::versions_to_check(existing, desired) {
         let resource = ApiResource {
             group: existing.spec.group.clone(),
-            version: new_version.name.clone(),
-            api_version: format!("{}/{}", existing.spec.group, new_version.name),
+            version: check.version.clone(),
+            api_version: format!("{}/{}", existing.spec.group, check.version),
             kind: existing.spec.names.kind.clone(),
             plural: existing.spec.names.plural.clone(),
         };
         let api: Api<DynamicObject> = Api::all_with(context.client.clone(), &resource);
         let mut params = kube::api::ListParams::default().limit(CR_PAGE_SIZE);
         loop {
-            let page = api.list(&params).await.map_err(|e| {
-                StepError::kube(&format!("listing {} {}", name, new_version.name), &e)
-            })?;
-            for object in &page.items {
-                let value = serde_json::to_value(object)
-                    .map_err(|e| StepError::permanent(e.to_string()))?;
-                let problems = crate::decide::crd_schema::validate(&schema, &value);
-                if problems.is_empty() {
-                    continue;
-                }
-                let id = match object.metadata.namespace.as_deref() {
-                    Some(ns) => format!("{ns}/{}", object.name_any()),
-                    None => object.name_any(),
-                };
-                let message = decide::invalid_existing_cr_message(
-                    &name,
-                    &new_version.name,
-                    &id,
-                    &problems.join("; "),
-                );
+            let page = api
+                .list(&params)
+                .await
+                .map_err(|e| StepError::kube(&format!("listing {} {}", name, check.version), &e))?;
+            let objects = page
+                .items
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| StepError::permanent(e.to_string()))?;
+            if let Some(message) = olm_plan::crd::first_invalid(&name, &check, &objects) {
                 if webhook {
                     tracing::warn!(crd = name, "{message}");
-                    continue;
+                } else {
+                    return Err(StepError {
+                        message,
+                        forbidden: false,
+                        permanent: false,
+                    });
                 }
-                return Err(StepError {
-                    message,
-                    forbidden: false,
-                    permanent: false,
-                });
             }
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params = params.continue_token(&token),

@@ -35,9 +35,10 @@ use olm_runtime::apply;
 use sha2::{Digest, Sha256};
 
 use super::{Context, FIELD_MANAGER};
+use olm_plan::steps::{self, BundleContent, BundleSource};
+
 use crate::decide::{
     install_plan as plan_rules,
-    steps::{self, BundleContent, BundleSource},
     subscription::{self as rules, CatalogHealth},
 };
 
@@ -520,35 +521,14 @@ pub fn install_plan_name(namespace: &str, generation: i64, csvs: &[String]) -> S
     format!("install-{suffix}")
 }
 
+/// The resolved properties of a registry bundle, for the CSV's annotation.
 fn properties_annotation(bundle: &olm_registry::api::Bundle) -> String {
-    let properties: Vec<serde_json::Value> = bundle
-        .properties
-        .iter()
-        .map(|p| {
-            let value = serde_json::from_str::<serde_json::Value>(&p.value)
-                .unwrap_or_else(|_| serde_json::Value::String(p.value.clone()));
-            serde_json::json!({"type": p.r#type, "value": value})
-        })
-        .collect();
-    serde_json::json!({ "properties": properties }).to_string()
-}
-
-fn dependency_subscription(op: &ResolvedOperator) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "operators.coreos.com/v1alpha1",
-        "kind": "Subscription",
-        "metadata": {
-            "name": rules::dependency_subscription_name(&op.package, &op.channel, &op.catalog, &op.catalog_namespace),
-        },
-        "spec": {
-            "name": op.package,
-            "channel": op.channel,
-            "source": op.catalog,
-            "sourceNamespace": op.catalog_namespace,
-            "startingCSV": op.name,
-            "installPlanApproval": "Automatic",
-        }
-    })
+    olm_plan::steps::properties_annotation(
+        bundle
+            .properties
+            .iter()
+            .map(|p| (p.r#type.as_str(), p.value.as_str())),
+    )
 }
 
 async fn install(
@@ -627,27 +607,10 @@ async fn install(
             }
         }
         if op.subscription.is_none() {
-            let manifest = dependency_subscription(op);
-            plan_steps.push(Step {
-                resolving: op.name.clone(),
-                resource: olm_api::install_plan::StepResource {
-                    catalog_source: op.catalog.clone(),
-                    catalog_source_namespace: op.catalog_namespace.clone(),
-                    group: "operators.coreos.com".to_owned(),
-                    version: "v1alpha1".to_owned(),
-                    kind: "Subscription".to_owned(),
-                    name: manifest["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    manifest: Some(manifest.to_string()),
-                },
-                optional: None,
-                status: olm_api::install_plan::StepStatus::UNKNOWN,
-            });
+            plan_steps.push(steps::dependency_subscription_step(op));
         }
     }
-    plan_rules::listing_order(&mut plan_steps);
+    steps::listing_order(&mut plan_steps);
     let resolved_csvs: Vec<String> = resolution
         .operators
         .iter()

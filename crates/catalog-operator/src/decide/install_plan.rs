@@ -268,51 +268,11 @@ pub fn apply_order(steps: &[Step]) -> Vec<usize> {
     order
 }
 
-/// The order upstream lists steps in a plan: CSVs, then CRDs, then the rest.
-pub fn listing_order(steps: &mut [Step]) {
-    let rank = |s: &Step| match s.resource.kind.as_str() {
-        "ClusterServiceVersion" => 0,
-        "CustomResourceDefinition" => 1,
-        _ => 2,
-    };
-    steps.sort_by_key(rank);
-}
-
 /// Whether a step still has to be applied: `Unknown` and `NotPresent` are
 /// applied; `Present`, `Created` and `WaitingForApi` are done (CRDs are
 /// checked again until Established).
 pub fn step_pending(step: &Step) -> bool {
     step.status == StepStatus::UNKNOWN || step.status == StepStatus::NOT_PRESENT
-}
-
-/// The CRD-update refusal upstream gives when a new CRD drops a version
-/// listed in the old CRD's `status.storedVersions`.
-pub fn check_stored_versions(
-    crd_name: &str,
-    stored_versions: &[String],
-    new_versions: &[String],
-) -> Result<(), String> {
-    for stored in stored_versions {
-        if !new_versions.contains(stored) {
-            return Err(format!(
-                "risk of data loss updating {crd_name:?}: new CRD removes version {stored} that is listed as a stored version on the existing CRD"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The refusal upstream gives when an existing custom resource does not
-/// validate against the new CRD's schema.
-pub fn invalid_existing_cr_message(
-    crd_name: &str,
-    version: &str,
-    object: &str,
-    detail: &str,
-) -> String {
-    format!(
-        "error validating existing CRs against new CRD's schema for {crd_name:?}: error validating {object} (version {version}): updated validation is too restrictive: {detail}"
-    )
 }
 
 /// Whether `plan` is still waiting for the content of `image` from a catalog

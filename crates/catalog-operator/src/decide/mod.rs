@@ -3,9 +3,7 @@
 //! client, a clock, the network or the file system, or be `async`.
 
 pub mod catalog_source;
-pub mod crd_schema;
 pub mod image_template;
 pub mod install_plan;
 pub mod promotion;
-pub mod steps;
 pub mod subscription;

@@ -352,17 +352,6 @@ pub fn next_install_plan_generation(
         .saturating_add(1)
 }
 
-/// The name upstream gives a Subscription created for a dependency:
-/// `<package>-<channel>-<catalog>-<catalogNamespace>`.
-pub fn dependency_subscription_name(
-    package: &str,
-    channel: &str,
-    catalog: &str,
-    catalog_namespace: &str,
-) -> String {
-    format!("{package}-{channel}-{catalog}-{catalog_namespace}")
-}
-
 /// What the catalog says is deprecated about a Subscription's package,
 /// channel and installed bundle.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

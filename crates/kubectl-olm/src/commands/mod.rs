@@ -1,6 +1,7 @@
 //! One module per command: flags, help, and the I/O around [`crate::decide`].
 
 pub(crate) mod approve;
+pub(crate) mod changes;
 pub(crate) mod doctor;
 pub(crate) mod install;
 pub(crate) mod preview;

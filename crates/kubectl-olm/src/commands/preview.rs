@@ -4,9 +4,12 @@
 //! cluster's installed CSVs, Subscriptions and catalogs with the code
 //! catalog-operator runs: installed CSVs through
 //! `olm_resolver::objects`, catalog bundles through
-//! `olm_registry::resolver_input`, and `olm_resolver::resolve`.
+//! `olm_registry::resolver_input`, and `olm_resolver::resolve`; then, for
+//! each bundle, what its InstallPlan would create and update, the verdict
+//! on its CRDs and the RBAC it grants ([`super::changes`], with
+//! `olm_plan`'s rules, catalog-operator's too).
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use anyhow::{Context as _, Result};
 use olm_api::{
@@ -18,8 +21,9 @@ use olm_resolver::{CatalogKey, CatalogSnapshot, NamespaceState, ResolveRequest};
 use crate::{
     cluster::ClusterArgs,
     commands::{
+        changes::{BundleChanges, ContentSources},
         install::{PackageArgs, target},
-        resolve::{Output, print, report},
+        resolve::{Output, Report, report},
     },
     failure::Failure,
     sources::{self, CatalogArg},
@@ -43,6 +47,14 @@ pub(crate) const HELP: &str = "Examples:
 Catalogs are read from their registry address (spec.address, or the registry Service);
 one that cannot be reached counts as unhealthy, as it would for OLM, and is reported.
 
+For each bundle the report lists the objects its InstallPlan would create or
+update, each CRD with the verdict catalog-operator would reach (create, unchanged,
+update, or refused with the InstallPlan's message: a stored version dropped, or an
+existing custom resource the new schema refuses) and the RBAC its CSV grants and
+takes away beside the CSV it replaces. Bundle content comes from the catalog, from
+what OLM unpacked already, or from the bundle image (anonymously; --insecure-registry
+for plain-HTTP registries).
+
 Exit status: 0 resolved; 2 bad input; 3 OLM could not resolve it (the conflict is
 printed); 5 the cluster could not be reached or refused a request.";
 
@@ -57,6 +69,10 @@ pub(crate) struct Args {
     /// The global catalog namespace.
     #[arg(long, default_value = "olm")]
     pub global_namespace: String,
+    /// Reach this image registry (`host[:port]`) over plain HTTP when a
+    /// bundle image must be pulled.
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure_registries: Vec<String>,
     /// Output format.
     #[arg(short, long, value_enum, default_value = "yaml")]
     pub output: Output,
@@ -119,9 +135,20 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         namespaces.push(args.global_namespace.clone());
     }
     let mut catalogs = Vec::new();
+    let mut registries = BTreeMap::new();
     for ns in &namespaces {
         let sources: Vec<CatalogSource> = super::list(client, Some(ns), None).await?;
         for source in sources {
+            if let Some(endpoint) = endpoint_of(&source, &args.registries) {
+                registries.insert(
+                    format!(
+                        "{}/{}",
+                        source.metadata.namespace.as_deref().unwrap_or_default(),
+                        source.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                    endpoint,
+                );
+            }
             catalogs.push(Arc::new(snapshot(&source, &args.registries).await));
         }
     }
@@ -133,7 +160,17 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         exclude_global,
     };
     let (report, resolved) = report(namespace.to_owned(), olm_resolver::resolve(&request));
-    print(&report, args.output)?;
+    let changes = match &report {
+        Report::Resolved(resolution) => {
+            let sources = ContentSources {
+                registries: &registries,
+                insecure_registries: &args.insecure_registries,
+            };
+            super::changes::changes(client, namespace, resolution, &sources).await
+        }
+        Report::Failed { .. } => Vec::new(),
+    };
+    print_preview(&Preview { report, changes }, args.output)?;
     if resolved {
         Ok(())
     } else {
@@ -143,6 +180,43 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         ))
         .into())
     }
+}
+
+/// What `preview` prints: the resolution report and, when it resolved,
+/// what each bundle would change.
+#[derive(serde::Serialize)]
+struct Preview {
+    #[serde(flatten)]
+    report: Report,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    changes: Vec<BundleChanges>,
+}
+
+fn print_preview(preview: &Preview, output: Output) -> Result<()> {
+    use std::io::Write as _;
+    let text = match output {
+        Output::Yaml => serde_yaml_ng::to_string(preview)?,
+        Output::Json => serde_json::to_string_pretty(preview)? + "\n",
+    };
+    std::io::stdout().write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// The registry endpoint of a catalog (`http://host:port`), `--registry`
+/// first.
+fn endpoint_of(source: &CatalogSource, overrides: &[CatalogArg]) -> Option<String> {
+    let namespace = source.metadata.namespace.as_deref().unwrap_or_default();
+    let name = source.metadata.name.as_deref().unwrap_or_default();
+    let address = overrides
+        .iter()
+        .find(|o| o.namespace == namespace && o.name == name)
+        .map(|o| o.source.clone())
+        .or_else(|| source.registry_address())?;
+    Some(if address.contains("://") {
+        address
+    } else {
+        format!("http://{address}")
+    })
 }
 
 /// The catalog as resolution sees it: its content read from its registry
@@ -158,13 +232,8 @@ async fn snapshot(source: &CatalogSource, overrides: &[CatalogArg]) -> CatalogSn
         .as_ref()
         .and_then(|s| s.connection_state.as_ref())
         .is_some_and(|c| c.last_observed_state.as_str() == "READY");
-    let address = overrides
-        .iter()
-        .find(|o| o.namespace == namespace && o.name == name)
-        .map(|o| o.source.clone())
-        .or_else(|| source.registry_address());
     let unhealthy = || CatalogSnapshot::build(key.clone(), priority, false, &[], Vec::new());
-    let Some(address) = address else {
+    let Some(endpoint) = endpoint_of(source, overrides) else {
         eprintln!("catalog {namespace}/{name}: no registry address yet; treated as unhealthy");
         return unhealthy();
     };
@@ -172,11 +241,7 @@ async fn snapshot(source: &CatalogSource, overrides: &[CatalogArg]) -> CatalogSn
         eprintln!("catalog {namespace}/{name}: not READY; treated as unhealthy, as OLM does");
         return unhealthy();
     }
-    let endpoint = if address.contains("://") {
-        address.clone()
-    } else {
-        format!("http://{address}")
-    };
+    let address = endpoint.trim_start_matches("http://");
     match sources::list_registry(&endpoint).await {
         Ok((packages, bundles)) => {
             CatalogSnapshot::build(key.clone(), priority, true, &packages, bundles)

@@ -1,11 +1,13 @@
 //! The InstallPlan steps of one resolved bundle: its CSV (with `replaces`
 //! set to the CSV it upgrades and the resolved properties recorded), then
-//! every other object of the bundle in bundle order. Upstream:
-//! `NewStepResourceFromBundle` and `NewStepsFromBundle`
+//! every other object of the bundle in bundle order; the Subscription step a
+//! dependency gets; and the order upstream lists a plan's steps in.
+//! Upstream: `NewStepResourceFromBundle` and `NewStepsFromBundle`
 //! (`pkg/controller/registry/resolver/steps.go`).
 
 use olm_api::install_plan::{Step, StepResource, StepStatus};
-use serde_json::{Map, Value};
+use olm_resolver::ResolvedOperator;
+use serde_json::{Map, Value, json};
 
 /// Where a bundle came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,4 +211,83 @@ pub fn needs_unpack(bundle: &BundleContent, bundle_path: &str) -> bool {
     };
     csv.pointer("/spec/install/spec/deployments")
         .is_none_or(Value::is_null)
+}
+
+/// The order upstream lists steps in a plan: CSVs, then CRDs, then the rest
+/// (a stable sort: bundle order within each).
+pub fn listing_order(steps: &mut [Step]) {
+    let rank = |s: &Step| match s.resource.kind.as_str() {
+        "ClusterServiceVersion" => 0,
+        "CustomResourceDefinition" => 1,
+        _ => 2,
+    };
+    steps.sort_by_key(rank);
+}
+
+/// The name upstream gives the Subscription it creates for a dependency:
+/// `<package>-<channel>-<catalog>-<catalog namespace>`.
+pub fn dependency_subscription_name(
+    package: &str,
+    channel: &str,
+    catalog: &str,
+    catalog_namespace: &str,
+) -> String {
+    format!("{package}-{channel}-{catalog}-{catalog_namespace}")
+}
+
+/// The Subscription step of a resolved dependency (an operator no
+/// Subscription asked for): it starts at the resolved CSV, approved
+/// automatically, as upstream creates it.
+pub fn dependency_subscription_step(operator: &ResolvedOperator) -> Step {
+    let name = dependency_subscription_name(
+        &operator.package,
+        &operator.channel,
+        &operator.catalog,
+        &operator.catalog_namespace,
+    );
+    let manifest = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "Subscription",
+        "metadata": { "name": name },
+        "spec": {
+            "name": operator.package,
+            "channel": operator.channel,
+            "source": operator.catalog,
+            "sourceNamespace": operator.catalog_namespace,
+            "startingCSV": operator.name,
+            "installPlanApproval": "Automatic",
+        }
+    });
+    Step {
+        resolving: operator.name.clone(),
+        resource: StepResource {
+            catalog_source: operator.catalog.clone(),
+            catalog_source_namespace: operator.catalog_namespace.clone(),
+            group: "operators.coreos.com".to_owned(),
+            version: "v1alpha1".to_owned(),
+            kind: "Subscription".to_owned(),
+            name,
+            manifest: Some(manifest.to_string()),
+        },
+        optional: None,
+        status: StepStatus::UNKNOWN,
+    }
+}
+
+/// The `operatorframework.io/properties` annotation of a resolved bundle's
+/// CSV: `{"properties": [{"type": ..., "value": ...}]}` with each value as
+/// JSON (kept as a string when it is not JSON), from the registry's
+/// `(type, value)` pairs.
+pub fn properties_annotation<'a>(
+    properties: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> String {
+    let properties: Vec<Value> = properties
+        .into_iter()
+        .map(|(type_, value)| {
+            let value = serde_json::from_str::<Value>(value)
+                .unwrap_or_else(|_| Value::String(value.to_owned()));
+            json!({"type": type_, "value": value})
+        })
+        .collect();
+    json!({ "properties": properties }).to_string()
 }

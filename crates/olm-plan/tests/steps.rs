@@ -2,8 +2,8 @@
 //! `replaces` and the resolved properties), then the other objects.
 #![allow(clippy::unwrap_used)]
 
-use catalog_operator::decide::steps::{self, BundleContent, BundleSource, StepsError};
 use olm_catalog::bundle::{LoadBundleOptions, Payload, RegistryBundle};
+use olm_plan::steps::{self, BundleContent, BundleSource, StepsError};
 
 fn source() -> BundleSource {
     BundleSource {

@@ -1,0 +1,384 @@
+//! What applying each resolved bundle would change, for `preview`: the
+//! objects its InstallPlan would create or update, the verdict on each of
+//! its CRDs, and the RBAC its CSV grants beside the CSV it replaces. The
+//! steps and the verdicts come from `olm_plan`, the code catalog-operator
+//! plans and applies with; this module only reads what they need from the
+//! registry, the bundle image and the cluster.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, Result, anyhow};
+use k8s_openapi::{
+    api::core::v1::ConfigMap,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams},
+    discovery::Scope,
+};
+use olm_api::{csv::ClusterServiceVersion, install_plan::Step};
+use olm_catalog::{
+    bundle::{LoadBundleOptions, RegistryBundle},
+    unpacked,
+};
+use olm_plan::{
+    crd::{self, CrdVerdict},
+    rbac::{RbacChange, rbac_diff},
+    steps::{
+        BundleContent, BundleSource, dependency_subscription_step, listing_order, needs_unpack,
+        properties_annotation, steps_for_bundle,
+    },
+};
+use olm_resolver::{Resolution, ResolvedOperator};
+use serde::Serialize;
+
+/// How many custom resources one list request reads while checking a CRD.
+const CR_PAGE_SIZE: u32 = 500;
+
+/// What applying one resolved bundle would change.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct BundleChanges {
+    /// The CSV.
+    pub csv: String,
+    /// The installed CSV it replaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    /// Every step of its InstallPlan but its CRDs, in the plan's order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<ObjectChange>,
+    /// Its CRDs and what applying each would do.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub crds: Vec<CrdChange>,
+    /// The RBAC its CSV grants and takes away, per service account.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rbac: Vec<RbacChange>,
+    /// Why its content could not be read (then nothing else is shown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
+/// One object of a plan.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ObjectChange {
+    /// Its kind, as the plan's step has it.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// `create`, `update`, or why that cannot be told.
+    pub action: String,
+}
+
+/// One CRD of a plan.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CrdChange {
+    /// The CRD's name.
+    pub name: String,
+    /// What applying it would do.
+    #[serde(flatten)]
+    pub verdict: CrdVerdict,
+}
+
+/// Where bundle content is read from.
+pub(crate) struct ContentSources<'a> {
+    /// The registry address of each catalog (`namespace/name`).
+    pub registries: &'a BTreeMap<String, String>,
+    /// Image registries reached over plain HTTP.
+    pub insecure_registries: &'a [String],
+}
+
+/// The changes of every bundle `resolution` installs into `namespace`.
+pub(crate) async fn changes(
+    client: &Client,
+    namespace: &str,
+    resolution: &Resolution,
+    sources: &ContentSources<'_>,
+) -> Vec<BundleChanges> {
+    let mut all = Vec::with_capacity(resolution.operators.len());
+    for operator in &resolution.operators {
+        all.push(bundle_changes(client, namespace, operator, sources).await);
+    }
+    all
+}
+
+async fn bundle_changes(
+    client: &Client,
+    namespace: &str,
+    operator: &ResolvedOperator,
+    sources: &ContentSources<'_>,
+) -> BundleChanges {
+    let mut changes = BundleChanges {
+        csv: operator.name.clone(),
+        replaces: operator.replaces.clone(),
+        objects: Vec::new(),
+        crds: Vec::new(),
+        rbac: Vec::new(),
+        unavailable: None,
+    };
+    let steps = match plan_steps(client, operator, sources).await {
+        Ok(steps) => steps,
+        Err(error) => {
+            changes.unavailable = Some(format!("{error:#}"));
+            return changes;
+        }
+    };
+    for step in &steps {
+        let manifest = step
+            .resource
+            .manifest
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+            .unwrap_or_default();
+        match step.resource.kind.as_str() {
+            "CustomResourceDefinition" => changes.crds.push(CrdChange {
+                name: step.resource.name.clone(),
+                verdict: crd_verdict(client, &manifest).await,
+            }),
+            kind => {
+                if kind == "ClusterServiceVersion" {
+                    changes.rbac = rbac_change(client, namespace, operator, &manifest).await;
+                }
+                changes.objects.push(ObjectChange {
+                    kind: kind.to_owned(),
+                    name: step.resource.name.clone(),
+                    action: action(client, namespace, step).await,
+                });
+            }
+        }
+    }
+    changes
+}
+
+/// The steps catalog-operator would plan for `operator`.
+async fn plan_steps(
+    client: &Client,
+    operator: &ResolvedOperator,
+    sources: &ContentSources<'_>,
+) -> Result<Vec<Step>> {
+    let key = format!("{}/{}", operator.catalog_namespace, operator.catalog);
+    let address = sources
+        .registries
+        .get(&key)
+        .with_context(|| format!("catalog {key} has no registry address"))?;
+    let registry = crate::sources::connect_registry(address)
+        .await
+        .with_context(|| format!("connecting to catalog {key} at {address}"))?;
+    let bundle = registry
+        .get_bundle(&operator.package, &operator.channel, &operator.name)
+        .await
+        .with_context(|| format!("reading {} from catalog {key}", operator.name))?;
+    let properties = properties_annotation(
+        bundle
+            .properties
+            .iter()
+            .map(|p| (p.r#type.as_str(), p.value.as_str())),
+    );
+    let mut content = BundleContent {
+        csv_name: bundle.csv_name.clone(),
+        csv_json: bundle.csv_json.clone(),
+        objects: bundle.object.clone(),
+    };
+    if needs_unpack(&content, &bundle.bundle_path) {
+        content = BundleContent {
+            csv_name: bundle.csv_name.clone(),
+            csv_json: String::new(),
+            objects: image_objects(
+                client,
+                &operator.catalog_namespace,
+                &bundle.bundle_path,
+                sources,
+            )
+            .await?,
+        };
+    }
+    let source = BundleSource {
+        catalog: operator.catalog.clone(),
+        catalog_namespace: operator.catalog_namespace.clone(),
+    };
+    let mut steps = steps_for_bundle(
+        &content,
+        &source,
+        operator.replaces.as_deref(),
+        Some(&properties),
+    )?;
+    if operator.subscription.is_none() {
+        steps.push(dependency_subscription_step(operator));
+    }
+    listing_order(&mut steps);
+    Ok(steps)
+}
+
+/// A bundle image's manifests: as OLM stored them when it unpacked the
+/// image already (in the catalog's namespace), else pulled.
+async fn image_objects(
+    client: &Client,
+    catalog_namespace: &str,
+    image: &str,
+    sources: &ContentSources<'_>,
+) -> Result<Vec<String>> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), catalog_namespace);
+    let name = unpacked::config_map_name(image);
+    if let Ok(Some(stored)) = config_maps.get_opt(&name).await {
+        let annotations = stored.metadata.annotations.clone().unwrap_or_default();
+        let data: BTreeMap<String, Vec<u8>> = stored
+            .binary_data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(key, value)| (key, value.0))
+            .collect();
+        if annotations.get(unpacked::SOURCE_IMAGE).map(String::as_str) == Some(image)
+            && let Ok(bundle) = unpacked::decode(&annotations, &data)
+        {
+            return Ok(bundle.objects);
+        }
+    }
+    let reference = olm_oci::Reference::parse(image)
+        .map_err(|error| anyhow!("bundle image {image}: {error}"))?;
+    let mut options = olm_oci::ClientOptions::default();
+    for host in sources.insecure_registries {
+        options = options.plain_http(host.clone());
+    }
+    let oci = olm_oci::Client::new(options)?;
+    let pulled = oci
+        .pull_to_memory(
+            &reference,
+            &olm_oci::ExtractOptions::only(&[
+                olm_catalog::bundle::MANIFESTS_DIR,
+                olm_catalog::bundle::METADATA_DIR,
+            ]),
+        )
+        .await
+        .with_context(|| format!("pulling the bundle image {image}"))?;
+    let options = LoadBundleOptions {
+        image_labels: Some(pulled.manifest.labels()),
+        ..LoadBundleOptions::new()
+    };
+    let bundle = RegistryBundle::load_files(
+        pulled
+            .files
+            .iter()
+            .map(|(path, bytes)| (path.as_str(), bytes.clone())),
+        &options,
+    )
+    .with_context(|| format!("reading the bundle image {image}"))?;
+    Ok(bundle.objects.iter().map(|m| m.json.clone()).collect())
+}
+
+/// Whether applying `step` creates or updates its object.
+async fn action(client: &Client, namespace: &str, step: &Step) -> String {
+    let gvk = GroupVersionKind::gvk(
+        &step.resource.group,
+        &step.resource.version,
+        &step.resource.kind,
+    );
+    let kind = match step.resource.kind.as_str() {
+        // Bundle Secrets are Secrets.
+        "BundleSecret" => GroupVersionKind::gvk("", "v1", "Secret"),
+        _ => gvk,
+    };
+    let (resource, capabilities) = match kube::discovery::pinned_kind(client, &kind).await {
+        Ok(found) => found,
+        // A kind the cluster does not serve yet (its CRD comes with the
+        // bundle): nothing of it exists.
+        Err(_) => return "create".to_owned(),
+    };
+    let api: Api<DynamicObject> = match capabilities.scope {
+        Scope::Namespaced => Api::namespaced_with(client.clone(), namespace, &resource),
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+    };
+    match api.get_opt(&step.resource.name).await {
+        Ok(Some(_)) => "update".to_owned(),
+        Ok(None) => "create".to_owned(),
+        Err(error) => format!("unknown: {error}"),
+    }
+}
+
+/// What applying a bundle's CRD would do, judged as catalog-operator judges
+/// it: stored versions kept, and every existing custom resource of a
+/// changed, served version valid under the new schema.
+async fn crd_verdict(client: &Client, manifest: &serde_json::Value) -> CrdVerdict {
+    let desired: CustomResourceDefinition = match serde_json::from_value(manifest.clone()) {
+        Ok(desired) => desired,
+        Err(error) => {
+            return CrdVerdict::Refused(format!("not a v1 CustomResourceDefinition: {error}"));
+        }
+    };
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let existing = match crds.get_opt(&name).await {
+        Ok(Some(existing)) => existing,
+        Ok(None) => return CrdVerdict::Create,
+        Err(error) => {
+            return CrdVerdict::UpdateWithWarning(format!("cannot read CRD {name}: {error}"));
+        }
+    };
+    if let Err(refusal) = crd::check_stored_versions_of(&existing, &desired) {
+        return CrdVerdict::Refused(refusal);
+    }
+    if crd::unchanged(&existing, &desired) {
+        return CrdVerdict::Unchanged;
+    }
+    for check in crd::versions_to_check(&existing, &desired) {
+        let resource = ApiResource {
+            group: existing.spec.group.clone(),
+            version: check.version.clone(),
+            api_version: format!("{}/{}", existing.spec.group, check.version),
+            kind: existing.spec.names.kind.clone(),
+            plural: existing.spec.names.plural.clone(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let mut params = ListParams::default().limit(CR_PAGE_SIZE);
+        loop {
+            let page = match api.list(&params).await {
+                Ok(page) => page,
+                Err(error) => {
+                    return CrdVerdict::UpdateWithWarning(format!(
+                        "cannot list the existing {} to check them: {error}",
+                        existing.spec.names.plural
+                    ));
+                }
+            };
+            let objects: Vec<serde_json::Value> = page
+                .items
+                .iter()
+                .filter_map(|object| serde_json::to_value(object).ok())
+                .collect();
+            if let Some(refusal) = crd::first_invalid(&name, &check, &objects) {
+                return if crd::converts_by_webhook(&desired) {
+                    CrdVerdict::UpdateWithWarning(refusal)
+                } else {
+                    CrdVerdict::Refused(refusal)
+                };
+            }
+            match page.metadata.continue_.filter(|token| !token.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
+        }
+    }
+    CrdVerdict::Update
+}
+
+/// The RBAC the new CSV grants beside the installed CSV it replaces.
+async fn rbac_change(
+    client: &Client,
+    namespace: &str,
+    operator: &ResolvedOperator,
+    manifest: &serde_json::Value,
+) -> Vec<RbacChange> {
+    let Ok(new) = serde_json::from_value::<ClusterServiceVersion>(manifest.clone()) else {
+        return Vec::new();
+    };
+    let old = match &operator.replaces {
+        Some(replaced) => Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace)
+            .get_opt(replaced)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    rbac_diff(old.as_ref(), &new)
+}
