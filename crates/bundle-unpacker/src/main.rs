@@ -16,7 +16,7 @@ use olm_bus::{Bus, BusArgs};
 use olm_runtime::{
     admin::{AdminServer, Readiness},
     config::{AdminServerArgs, KubeArgs, LeaderElectionArgs, TelemetryArgs, parse_duration},
-    leader::{LeaderHandle, Role},
+    leader::LeaderHandle,
     metrics::MetricsRegistry,
     shutdown::{DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
     telemetry::{self, ServiceInfo},
@@ -162,20 +162,7 @@ async fn main() -> anyhow::Result<()> {
         Some(config) => LeaderHandle::spawn(client.clone(), config)?,
         None => LeaderHandle::always_leader(),
     };
-    let (watch_tx, watch_rx) = tokio::sync::watch::channel(leader.is_leader());
-    let mut roles = leader.subscribe();
-    let stop = shutdown.clone();
-    tasks.spawn("leadership", async move {
-        loop {
-            let _ = watch_tx.send(*roles.borrow() == Role::Leader);
-            tokio::select! {
-                changed = roles.changed() => if changed.is_err() { break },
-                () = stop.cancelled() => break,
-            }
-        }
-        leader.release().await?;
-        Ok::<(), anyhow::Error>(())
-    });
+    let watch_rx = leader.leading(&mut tasks);
     let config = cli.config();
     let stop = shutdown.clone();
     tasks.spawn("unpacker", async move {
@@ -198,12 +185,7 @@ mod tests {
 
     #[test]
     fn every_flag_can_be_set_from_the_environment() {
-        let missing: Vec<_> = Cli::command()
-            .get_arguments()
-            .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
-            .filter(|arg| arg.get_env().is_none())
-            .map(|arg| arg.get_id().to_string())
-            .collect();
+        let missing = olm_runtime::config::flags_without_env(&Cli::command());
         assert!(missing.is_empty(), "flags without env: {missing:?}");
     }
 

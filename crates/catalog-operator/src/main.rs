@@ -251,12 +251,7 @@ mod tests {
 
     #[test]
     fn every_flag_can_be_set_from_the_environment() {
-        let missing: Vec<_> = Cli::command()
-            .get_arguments()
-            .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
-            .filter(|arg| arg.get_env().is_none())
-            .map(|arg| arg.get_id().to_string())
-            .collect();
+        let missing = olm_runtime::config::flags_without_env(&Cli::command());
         assert!(missing.is_empty(), "flags without env: {missing:?}");
     }
 

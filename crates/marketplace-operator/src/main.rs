@@ -14,7 +14,7 @@ use marketplace_operator::{
 use olm_runtime::{
     admin::{AdminServer, Readiness},
     config::{AdminServerArgs, KubeArgs, LeaderElectionArgs, TelemetryArgs, parse_duration},
-    leader::{LeaderHandle, Role},
+    leader::LeaderHandle,
     metrics::MetricsRegistry,
     shutdown::{DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
     telemetry::{self, ServiceInfo},
@@ -165,20 +165,7 @@ async fn main() -> anyhow::Result<()> {
         Some(election) => LeaderHandle::spawn(client.clone(), election)?,
         None => LeaderHandle::always_leader(),
     };
-    let (leading_tx, leading_rx) = tokio::sync::watch::channel(leader.is_leader());
-    let mut roles = leader.subscribe();
-    let stop = shutdown.clone();
-    tasks.spawn("leadership", async move {
-        loop {
-            let _ = leading_tx.send(*roles.borrow() == Role::Leader);
-            tokio::select! {
-                changed = roles.changed() => if changed.is_err() { break },
-                () = stop.cancelled() => break,
-            }
-        }
-        leader.release().await?;
-        Ok::<(), anyhow::Error>(())
-    });
+    let leading_rx = leader.leading(&mut tasks);
     let stop = shutdown.clone();
     tasks.spawn("operatorhub", async move {
         controller::run(client, config, metrics, readiness, leading_rx, stop).await
@@ -202,12 +189,7 @@ mod tests {
 
     #[test]
     fn every_flag_can_be_set_from_the_environment() {
-        let missing: Vec<_> = Cli::command()
-            .get_arguments()
-            .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
-            .filter(|arg| arg.get_env().is_none())
-            .map(|arg| arg.get_id().to_string())
-            .collect();
+        let missing = olm_runtime::config::flags_without_env(&Cli::command());
         assert!(missing.is_empty(), "flags without env: {missing:?}");
     }
 

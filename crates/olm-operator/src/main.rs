@@ -276,17 +276,7 @@ mod tests {
 
     #[test]
     fn every_flag_can_be_set_from_the_environment() {
-        let command = Cli::command();
-        let missing: Vec<_> = std::iter::once(&command)
-            .chain(command.get_subcommands())
-            .flat_map(|command| {
-                let name = command.get_name();
-                command.get_arguments().map(move |arg| (name, arg))
-            })
-            .filter(|(_, arg)| !matches!(arg.get_id().as_str(), "help" | "version"))
-            .filter(|(_, arg)| arg.get_env().is_none())
-            .map(|(command, arg)| format!("{command} {}", arg.get_id()))
-            .collect();
+        let missing = olm_runtime::config::flags_without_env(&Cli::command());
         assert!(missing.is_empty(), "flags without env: {missing:?}");
     }
 

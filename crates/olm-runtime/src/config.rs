@@ -423,11 +423,34 @@ pub fn identify(config: &mut kube::Config, service: &str, version: &str) {
     }
 }
 
+/// The flags of `command` (and of its subcommands) that cannot be set from
+/// the environment: every service's flags can, so that a Deployment sets
+/// them all the same way. `help` and `version` are not flags of the kind.
+pub fn flags_without_env(command: &clap::Command) -> Vec<String> {
+    let own = command
+        .get_arguments()
+        .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
+        .filter(|arg| !arg.is_positional() && arg.get_env().is_none())
+        .map(|arg| format!("{} {}", command.get_name(), arg.get_id()));
+    let nested = command.get_subcommands().flat_map(flags_without_env);
+    own.chain(nested).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};
 
     use super::*;
+
+    #[test]
+    fn flags_without_env_are_found_in_subcommands_too() {
+        let command = clap::Command::new("svc")
+            .arg(clap::Arg::new("with").long("with").env("SVC_WITH"))
+            .arg(clap::Arg::new("without").long("without"))
+            .arg(clap::Arg::new("file"))
+            .subcommand(clap::Command::new("sub").arg(clap::Arg::new("bare").long("bare")));
+        assert_eq!(flags_without_env(&command), ["svc without", "sub bare"]);
+    }
 
     /// The shape every service binary has: its own flags plus the shared groups.
     #[derive(Parser, Debug)]

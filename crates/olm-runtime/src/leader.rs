@@ -414,6 +414,27 @@ impl LeaderHandle {
             None => Ok(()),
         }
     }
+
+    /// Follows this replica's role as a watch of "leading now?", for a
+    /// controller that works only while leading; a task of `tasks` keeps it
+    /// current and releases the lease once shutdown is asked for (the
+    /// drain then waits for it).
+    pub fn leading(self, tasks: &mut crate::shutdown::TaskSet) -> watch::Receiver<bool> {
+        let (leading_tx, leading_rx) = watch::channel(self.is_leader());
+        let mut roles = self.subscribe();
+        let stop = tasks.shutdown_token().clone();
+        tasks.spawn("leadership", async move {
+            loop {
+                let _ = leading_tx.send(*roles.borrow() == Role::Leader);
+                tokio::select! {
+                    changed = roles.changed() => if changed.is_err() { break },
+                    () = stop.cancelled() => break,
+                }
+            }
+            self.release().await
+        });
+        leading_rx
+    }
 }
 
 impl Drop for LeaderHandle {

@@ -16,8 +16,8 @@ use samples_operator::{
 use serde_json::json;
 
 use crate::{
-    CLUSTER_APIS, Fixture, RunningSamples, VERSION, WAIT, eventually, expect_condition,
-    install_crds, open_crd, remove_crds, sample_api_crds, sample_apis,
+    CLUSTER_APIS, Fixture, RunningSamples, VERSION, WAIT, eventually, install_crds, open_crd,
+    remove_crds, sample_api_crds, sample_apis,
 };
 
 #[tokio::test]
@@ -149,17 +149,8 @@ async fn without_the_image_and_template_apis_it_says_so_and_waits() {
 
     // Once the APIs appear, it gets to work.
     install_crds(&fixture.client, sample_api_crds()).await;
-    fixture
-        .managed_samples_are(
-            &["fixture-httpd", "fixture-ruby"],
-            &["fixture-app", "fixture-db"],
-        )
-        .await;
-    fixture
-        .status_until("samples exist", |c| {
-            expect_condition(c, condition::SAMPLES_EXIST, "True")
-        })
-        .await;
+    fixture.every_sample_managed().await;
+    fixture.samples_exist().await;
     service.stop().await;
     fixture.delete_config().await;
 }

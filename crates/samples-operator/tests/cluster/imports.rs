@@ -18,11 +18,7 @@ async fn import_errors_appear_are_retried_and_clear() {
     let fixture = Fixture::new("imports").await;
     let _apis = sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
-    fixture
-        .status_until("samples exist", |c| {
-            expect_condition(c, condition::SAMPLES_EXIST, "True")
-        })
-        .await;
+    fixture.samples_exist().await;
 
     let streams = fixture.streams();
     let failed = json!({"status": {"tags": [{"tag": "1.0", "items": null, "conditions": [{

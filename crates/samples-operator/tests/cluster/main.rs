@@ -370,6 +370,23 @@ impl Fixture {
         }
     }
 
+    /// Waits until every fixture sample is there and managed.
+    pub(crate) async fn every_sample_managed(&self) {
+        self.managed_samples_are(
+            &["fixture-httpd", "fixture-ruby"],
+            &["fixture-app", "fixture-db"],
+        )
+        .await;
+    }
+
+    /// Waits until the Config says `SamplesExist=True`.
+    pub(crate) async fn samples_exist(&self) -> Config {
+        self.status_until("samples exist", |config| {
+            expect_condition(config, olm_api::samples::condition::SAMPLES_EXIST, "True")
+        })
+        .await
+    }
+
     /// Deletes the Config (the tests' clean-up; its finalizer goes with the
     /// service stopped).
     pub(crate) async fn delete_config(&self) {

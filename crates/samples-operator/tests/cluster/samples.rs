@@ -46,12 +46,7 @@ async fn samples_are_created_kept_and_put_back() {
             "{type_}"
         );
     }
-    fixture
-        .managed_samples_are(
-            &["fixture-httpd", "fixture-ruby"],
-            &["fixture-app", "fixture-db"],
-        )
-        .await;
+    fixture.every_sample_managed().await;
     let ruby = fixture.streams().get("fixture-ruby").await.unwrap();
     assert_eq!(
         ruby.metadata.annotations.as_ref().unwrap()[VERSION_ANNOTATION],
@@ -114,12 +109,7 @@ async fn samples_are_created_kept_and_put_back() {
         )
         .await
         .unwrap();
-    fixture
-        .managed_samples_are(
-            &["fixture-httpd", "fixture-ruby"],
-            &["fixture-app", "fixture-db"],
-        )
-        .await;
+    fixture.every_sample_managed().await;
     let templates = fixture.templates();
     eventually("the template is put back", WAIT, || async {
         let app = templates
@@ -141,12 +131,7 @@ async fn skipped_samples_are_left_alone_until_unskipped() {
     let fixture = Fixture::new("skipped").await;
     let _apis = sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
-    fixture
-        .managed_samples_are(
-            &["fixture-httpd", "fixture-ruby"],
-            &["fixture-app", "fixture-db"],
-        )
-        .await;
+    fixture.every_sample_managed().await;
 
     fixture
         .patch_spec(
@@ -183,12 +168,7 @@ async fn skipped_samples_are_left_alone_until_unskipped() {
     fixture
         .patch_spec(json!({"skippedImagestreams": null, "skippedTemplates": null}))
         .await;
-    fixture
-        .managed_samples_are(
-            &["fixture-httpd", "fixture-ruby"],
-            &["fixture-app", "fixture-db"],
-        )
-        .await;
+    fixture.every_sample_managed().await;
     fixture
         .status_until("the skip lists are empty", |config| {
             let status = config.status.as_ref().unwrap();
@@ -207,12 +187,7 @@ async fn the_samples_registry_rewrites_the_image_streams() {
     let fixture = Fixture::new("registry").await;
     let _apis = sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
-    fixture
-        .managed_samples_are(
-            &["fixture-httpd", "fixture-ruby"],
-            &["fixture-app", "fixture-db"],
-        )
-        .await;
+    fixture.every_sample_managed().await;
     fixture
         .patch_spec(json!({"samplesRegistry": "mirror.fixture:5000"}))
         .await;

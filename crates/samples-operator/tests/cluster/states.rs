@@ -19,17 +19,8 @@ async fn removed_unmanaged_and_managed_again() {
     let fixture = Fixture::new("states").await;
     let _apis = sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
-    fixture
-        .managed_samples_are(
-            &["fixture-httpd", "fixture-ruby"],
-            &["fixture-app", "fixture-db"],
-        )
-        .await;
-    fixture
-        .status_until("samples exist", |c| {
-            expect_condition(c, condition::SAMPLES_EXIST, "True")
-        })
-        .await;
+    fixture.every_sample_managed().await;
+    fixture.samples_exist().await;
     fixture.import_everything().await;
 
     // Record every status the Config goes through while it is Removed.
@@ -99,12 +90,7 @@ async fn removed_unmanaged_and_managed_again() {
     fixture
         .patch_spec(json!({"managementState": "Managed"}))
         .await;
-    fixture
-        .managed_samples_are(
-            &["fixture-httpd", "fixture-ruby"],
-            &["fixture-app", "fixture-db"],
-        )
-        .await;
+    fixture.every_sample_managed().await;
     fixture
         .patch_spec(json!({"managementState": "Unmanaged"}))
         .await;
@@ -134,12 +120,7 @@ async fn removed_unmanaged_and_managed_again() {
     fixture
         .patch_spec(json!({"managementState": "Managed"}))
         .await;
-    fixture
-        .managed_samples_are(
-            &["fixture-httpd", "fixture-ruby"],
-            &["fixture-app", "fixture-db"],
-        )
-        .await;
+    fixture.every_sample_managed().await;
     service.stop().await;
     fixture.delete_config().await;
 }
@@ -149,11 +130,7 @@ async fn a_deleted_config_is_recreated_with_fresh_samples() {
     let fixture = Fixture::new("recreate").await;
     let _apis = sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
-    fixture
-        .status_until("samples exist", |c| {
-            expect_condition(c, condition::SAMPLES_EXIST, "True")
-        })
-        .await;
+    fixture.samples_exist().await;
     let mut hand_made = fixture.templates().get("fixture-app").await.unwrap();
     hand_made.metadata = kube::api::ObjectMeta {
         name: Some("fixture-hand-made".to_owned()),
@@ -200,11 +177,7 @@ async fn a_deleted_config_is_recreated_with_fresh_samples() {
         )
         .await;
     }
-    fixture
-        .status_until("samples exist", |c| {
-            expect_condition(c, condition::SAMPLES_EXIST, "True")
-        })
-        .await;
+    fixture.samples_exist().await;
     assert!(
         fixture.samples().await.1.contains_key("fixture-hand-made"),
         "templates the operator does not manage survive"
@@ -296,11 +269,7 @@ async fn the_architecture_cannot_change() {
     let fixture = Fixture::new("arch").await;
     let _apis = sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
-    fixture
-        .status_until("samples exist", |c| {
-            expect_condition(c, condition::SAMPLES_EXIST, "True")
-        })
-        .await;
+    fixture.samples_exist().await;
     fixture
         .patch_spec(json!({"architectures": ["ppc64le"]}))
         .await;
@@ -339,11 +308,7 @@ async fn uninstall_removes_everything_the_operator_made() {
     let fixture = Fixture::new("uninstall").await;
     let _apis = sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
-    fixture
-        .status_until("samples exist", |c| {
-            expect_condition(c, condition::SAMPLES_EXIST, "True")
-        })
-        .await;
+    fixture.samples_exist().await;
     let failed = json!({"status": {"tags": [{"tag": "1.0", "conditions": [{
         "type": "ImportSuccess", "status": "False", "message": "denied", "generation": 1
     }]}]}});
