@@ -58,6 +58,9 @@ use crate::{
         cluster_operator::{
             CLUSTER_OPERATOR_NAME, Observed as OperatorObserved, cluster_operator_status, degraded,
         },
+        credentials::{
+            DOCKER_CONFIG_KEY, PULL_SECRET_NAME, PULL_SECRET_NAMESPACE, missing_registry_credential,
+        },
         imports::{IMAGESTREAM_ERROR_LABEL, TAG_TO_IMAGE_CONFIG_MAP},
         inventory::{Flavour, Inventory},
         plan::{Observed, Plan, WriteFailure, plan},
@@ -777,8 +780,12 @@ impl Reconciler {
             is_degraded = degraded(&desired);
         }
         let state = current.spec.effective_management_state();
+        let reporting =
+            state == management_state::MANAGED && current.metadata.deletion_timestamp.is_none();
+        let missing_registry_credential =
+            reporting && self.registry_credential_missing(current).await;
         self.metrics.observe(&MetricsSnapshot {
-            reporting: state == "Managed" && current.metadata.deletion_timestamp.is_none(),
+            reporting,
             degraded: is_degraded,
             invalid_config: !olm_api::conditions::is_true(
                 &decided.status.conditions,
@@ -790,9 +797,35 @@ impl Reconciler {
                 &decided.status.conditions,
                 condition::IMPORT_CREDENTIALS_EXIST,
             ),
-            missing_registry_credential: false,
+            missing_registry_credential,
         });
         Ok(())
+    }
+
+    /// Whether the install pull secret lacks registry.redhat.io, read only
+    /// on OpenShift (where the cluster serves its config APIs and the
+    /// secret is the install's); elsewhere there is no such secret to judge.
+    async fn registry_credential_missing(&self, current: &Config) -> bool {
+        if self.apis.image_config.is_none() {
+            return false;
+        }
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.client.clone(), PULL_SECRET_NAMESPACE);
+        let docker_config = match secrets.get_opt(PULL_SECRET_NAME).await {
+            Ok(secret) => secret
+                .and_then(|secret| secret.data?.remove(DOCKER_CONFIG_KEY).map(|bytes| bytes.0)),
+            Err(error) => {
+                tracing::debug!(
+                    error = &error as &dyn std::error::Error,
+                    "cannot read the install pull secret; not judging its credentials"
+                );
+                return false;
+            }
+        };
+        missing_registry_credential(
+            current.spec.samples_registry.as_deref().unwrap_or_default(),
+            docker_config.as_deref(),
+        )
     }
 }
 

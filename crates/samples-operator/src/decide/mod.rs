@@ -3,6 +3,7 @@
 
 pub mod bootstrap;
 pub mod cluster_operator;
+pub mod credentials;
 pub mod imports;
 pub mod inventory;
 pub mod plan;

@@ -336,3 +336,77 @@ async fn without_the_apis_a_deleted_config_is_let_go_and_made_anew() {
     service.stop().await;
     fixture.delete_config().await;
 }
+
+#[tokio::test]
+async fn a_pull_secret_without_registry_redhat_io_shows_in_the_metric() {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+
+    let fixture = Fixture::new("pull-secret").await;
+    let _exclusive = CLUSTER_APIS.write().await;
+    install_crds(&fixture.client, sample_api_crds()).await;
+    // OpenShift's config API, so that the operator judges the secret.
+    install_crds(
+        &fixture.client,
+        vec![open_crd(
+            "config.openshift.io",
+            "images",
+            "Image",
+            "Cluster",
+            true,
+        )],
+    )
+    .await;
+    let namespaces: Api<Namespace> = Api::all(fixture.client.clone());
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "openshift-config"}})).unwrap();
+    let _ = namespaces.create(&PostParams::default(), &namespace).await;
+    let secrets: Api<Secret> = Api::namespaced(fixture.client.clone(), "openshift-config");
+    let _ = secrets.delete("pull-secret", &Default::default()).await;
+    let secret = |auths: serde_json::Value| -> Secret {
+        serde_json::from_value(json!({
+            "metadata": {"name": "pull-secret"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "stringData": {".dockerconfigjson": json!({"auths": auths}).to_string()},
+        }))
+        .unwrap()
+    };
+    secrets
+        .create(
+            &PostParams::default(),
+            &secret(json!({"quay.io": {"auth": "Zml4dHVyZQ=="}})),
+        )
+        .await
+        .unwrap();
+    let service = RunningSamples::start(&fixture.client, fixture.config()).await;
+    let tbr = r#"openshift_samples_invalidsecret_info{reason="missing_tbr_credential"}"#;
+    eventually("the missing credential is reported", WAIT, || async {
+        let text = service.registry.encode().unwrap();
+        text.contains(&format!("{tbr} 1"))
+            .then_some(())
+            .ok_or_else(|| text.lines().filter(|l| l.contains(tbr)).collect::<String>())
+    })
+    .await;
+    secrets
+        .replace(
+            "pull-secret",
+            &PostParams::default(),
+            &secret(json!({"registry.redhat.io": {"auth": "Zml4dHVyZQ=="}})),
+        )
+        .await
+        .unwrap();
+    // A change of the Config wakes a reconcile (the secret is not watched).
+    fixture
+        .patch_spec(json!({"skippedTemplates": ["fixture-db"]}))
+        .await;
+    eventually("the credential is found", WAIT, || async {
+        let text = service.registry.encode().unwrap();
+        text.contains(&format!("{tbr} 0"))
+            .then_some(())
+            .ok_or_else(|| text.lines().filter(|l| l.contains(tbr)).collect::<String>())
+    })
+    .await;
+    service.stop().await;
+    fixture.delete_config().await;
+    let _ = secrets.delete("pull-secret", &Default::default()).await;
+    remove_crds(&fixture.client, &[("config.openshift.io", "images")]).await;
+}
