@@ -16,7 +16,6 @@ use olm_bus::{Bus, BusArgs};
 use olm_runtime::{
     admin::{AdminServer, Readiness},
     config::{AdminServerArgs, KubeArgs, LeaderElectionArgs, TelemetryArgs, parse_duration},
-    leader::LeaderHandle,
     metrics::MetricsRegistry,
     shutdown::{DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
     telemetry::{self, ServiceInfo},
@@ -141,12 +140,11 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let mut registry = MetricsRegistry::default();
     let metrics = UnpackMetrics::register(&mut registry);
-    let config = cli
+    let client = cli
         .kube
-        .config_for(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
+        .client_for(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
         .await
-        .context("reading the kube configuration")?;
-    let client = kube::Client::try_from(config).context("building the kube client")?;
+        .context("connecting to the API server")?;
     let readiness = Readiness::default();
     let shutdown = on_signal()?;
     let admin =
@@ -158,10 +156,7 @@ async fn main() -> anyhow::Result<()> {
 
     // Every replica consumes the work queue; the InstallPlan watch follows
     // leadership (always, without leader election).
-    let leader = match cli.leader_election.resolve(SERVICE_NAME, &client)? {
-        Some(config) => LeaderHandle::spawn(client.clone(), config)?,
-        None => LeaderHandle::always_leader(),
-    };
+    let leader = cli.leader_election.handle(SERVICE_NAME, &client)?;
     let watch_rx = leader.leading(&mut tasks);
     let config = cli.config();
     let stop = shutdown.clone();

@@ -15,7 +15,6 @@ use olm_bus::{Bus, BusArgs};
 use olm_runtime::{
     admin::{AdminServer, Readiness},
     config::{AdminServerArgs, KubeArgs, LeaderElectionArgs, TelemetryArgs, parse_duration},
-    leader::LeaderHandle,
     metrics::MetricsRegistry,
     service_address::ServiceLookupArgs,
     shutdown::{DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
@@ -176,10 +175,7 @@ async fn main() -> anyhow::Result<()> {
     let mut tasks = TaskSet::new(shutdown.clone());
     tasks.spawn("admin-server", admin.serve(shutdown.clone()));
 
-    let mut leader = match cli.leader_election.resolve(SERVICE_NAME, &client)? {
-        Some(config) => LeaderHandle::spawn(client.clone(), config)?,
-        None => LeaderHandle::always_leader(),
-    };
+    let mut leader = cli.leader_election.handle(SERVICE_NAME, &client)?;
     let config = ControllerConfig {
         global_catalog_namespace: cli.namespace,
         resync: cli.interval,

@@ -192,6 +192,20 @@ pub struct TagReference {
     /// The spec generation the tag was last changed in (set by OpenShift).
     #[serde(default)]
     pub generation: Option<i64>,
+    /// How its image is imported.
+    #[serde(default, rename = "importPolicy")]
+    pub import_policy: Option<TagImportPolicy>,
+}
+
+/// A tag's `importPolicy`, the part an import retry carries over.
+#[derive(Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TagImportPolicy {
+    /// Import from a registry without TLS verification.
+    #[serde(default)]
+    pub insecure: Option<bool>,
+    /// Re-import periodically.
+    #[serde(default)]
+    pub scheduled: Option<bool>,
 }
 
 /// `{kind, name}` of a tag's source.

@@ -21,7 +21,6 @@ use olm_operator::{
 use olm_runtime::{
     admin::{AdminServer, Readiness},
     config::{AdminServerArgs, KubeArgs, LeaderElectionArgs, TelemetryArgs, parse_duration},
-    leader::LeaderHandle,
     metrics::MetricsRegistry,
     shutdown::{DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
     telemetry::{self, ServiceInfo},
@@ -218,10 +217,7 @@ async fn run_service(cli: Cli) -> anyhow::Result<()> {
     let mut tasks = TaskSet::new(shutdown.clone());
     tasks.spawn("admin-server", admin.serve(shutdown.clone()));
 
-    let mut leader = match cli.leader_election.resolve(SERVICE_NAME, &client)? {
-        Some(config) => LeaderHandle::spawn(client.clone(), config)?,
-        None => LeaderHandle::always_leader(),
-    };
+    let mut leader = cli.leader_election.handle(SERVICE_NAME, &client)?;
     let certificates = cli.certificate_policy();
     certificates
         .validate()

@@ -11,6 +11,10 @@ pub mod schema;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
+/// Custom resources read per list request while checking a CRD update
+/// (its existing resources are paged through, never read all at once).
+pub const CR_PAGE_SIZE: u32 = 500;
+
 /// The CRD-update refusal upstream gives when a new CRD drops a version
 /// listed in the old CRD's `status.storedVersions`.
 pub fn check_stored_versions(

@@ -128,6 +128,15 @@ impl KubeArgs {
         Ok(config)
     }
 
+    /// A client with [`Self::config_for`]'s configuration: what a service
+    /// binary that needs nothing more than its client connects with.
+    pub async fn client_for(&self, service: &str, version: &str) -> Result<kube::Client> {
+        let config = self.config_for(service, version).await?;
+        kube::Client::try_from(config).map_err(|source| Error::KubeClient {
+            source: Box::new(source),
+        })
+    }
+
     /// Builds a client for the API server these arguments describe.
     pub async fn client(&self) -> Result<kube::Client> {
         let config = self.config().await?;
@@ -346,6 +355,20 @@ impl Default for LeaderElectionArgs {
 }
 
 impl LeaderElectionArgs {
+    /// This replica's leadership: campaigning for the Lease named
+    /// `default_lease_name` (see [`Self::resolve`]), or always leading when
+    /// leader election is off.
+    pub fn handle(
+        &self,
+        default_lease_name: &str,
+        client: &kube::Client,
+    ) -> Result<crate::leader::LeaderHandle> {
+        match self.resolve(default_lease_name, client)? {
+            Some(election) => crate::leader::LeaderHandle::spawn(client.clone(), election),
+            None => Ok(crate::leader::LeaderHandle::always_leader()),
+        }
+    }
+
     /// Turns the arguments into an election configuration, filling in defaults
     /// from the environment: the Lease is named `default_lease_name` unless
     /// overridden, lives in the pod's namespace (or the client's default

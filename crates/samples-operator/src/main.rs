@@ -9,7 +9,6 @@ use clap::Parser;
 use olm_runtime::{
     admin::{AdminServer, Readiness},
     config::{AdminServerArgs, KubeArgs, LeaderElectionArgs, TelemetryArgs, parse_duration},
-    leader::LeaderHandle,
     metrics::MetricsRegistry,
     shutdown::{DEFAULT_DRAIN_DEADLINE, TaskSet, on_signal},
     telemetry::{self, ServiceInfo},
@@ -182,12 +181,11 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut registry = MetricsRegistry::default();
     let metrics = SamplesMetrics::register(&mut registry);
-    let kube_config = cli
+    let client = cli
         .kube
-        .config_for(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
+        .client_for(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
         .await
-        .context("reading the kube configuration")?;
-    let client = kube::Client::try_from(kube_config).context("building the kube client")?;
+        .context("connecting to the API server")?;
     if let Some(Command::Uninstall {
         deployment,
         timeout,
@@ -207,10 +205,7 @@ async fn main() -> anyhow::Result<()> {
     let mut tasks = TaskSet::new(shutdown.clone());
     tasks.spawn("admin-server", admin.serve(shutdown.clone()));
 
-    let leader = match cli.leader_election.resolve(SERVICE_NAME, &client)? {
-        Some(election) => LeaderHandle::spawn(client.clone(), election)?,
-        None => LeaderHandle::always_leader(),
-    };
+    let leader = cli.leader_election.handle(SERVICE_NAME, &client)?;
     let leading_rx = leader.leading(&mut tasks);
     let stop = shutdown.clone();
     tasks.spawn("samples", async move {

@@ -32,8 +32,13 @@ pub enum ProbeError {
     #[error("probe target {0:?} is not host:port")]
     Target(String),
     /// The TCP connect failed or timed out.
-    #[error("test connection with timeout failed with {0}")]
-    Connect(String),
+    #[error("test connection to {target} with timeout failed with {reason}")]
+    Connect {
+        /// Where it dialled.
+        target: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// The TLS handshake failed (an untrusted certificate, for instance).
     #[error("test tls connection to {host} experienced SSL handshake error {source}")]
     Handshake {
@@ -78,13 +83,9 @@ impl Probe {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map(|builder| builder.with_root_certificates(roots).with_no_client_auth())
-            // The ring provider supports the default versions; this cannot fail.
-            .unwrap_or_else(|_| {
-                ClientConfig::builder()
-                    .with_root_certificates(RootCertStore::empty())
-                    .with_no_client_auth()
-            });
+            .expect("the ring provider supports TLS 1.2 and 1.3")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         Self {
             target: target.into(),
             tls: Arc::new(tls),
@@ -120,10 +121,14 @@ impl Probe {
             .map_err(|_| ProbeError::Target(self.target.clone()))?;
         let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.target))
             .await
-            .map_err(|_| {
-                ProbeError::Connect(format!("i/o timeout after {:?}", self.connect_timeout))
+            .map_err(|_| ProbeError::Connect {
+                target: self.target.clone(),
+                reason: format!("i/o timeout after {:?}", self.connect_timeout),
             })?
-            .map_err(|error| ProbeError::Connect(error.to_string()))?;
+            .map_err(|error| ProbeError::Connect {
+                target: self.target.clone(),
+                reason: error.to_string(),
+            })?;
         let connector = TlsConnector::from(self.tls.clone());
         tokio::time::timeout(self.connect_timeout, connector.connect(server_name, stream))
             .await
@@ -244,7 +249,7 @@ mod tests {
         let probe = Probe::public(format!("localhost:{port}"));
         assert!(matches!(
             probe.attempt().await.unwrap_err(),
-            ProbeError::Connect(_)
+            ProbeError::Connect { .. }
         ));
         let reachable = probe
             .reachable_within(

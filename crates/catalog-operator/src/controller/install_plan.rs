@@ -829,7 +829,7 @@ async fn check_existing_resources(
             plural: existing.spec.names.plural.clone(),
         };
         let api: Api<DynamicObject> = Api::all_with(context.client.clone(), &resource);
-        let mut params = kube::api::ListParams::default().limit(CR_PAGE_SIZE);
+        let mut params = kube::api::ListParams::default().limit(olm_plan::crd::CR_PAGE_SIZE);
         loop {
             let page = api
                 .list(&params)
@@ -860,9 +860,6 @@ async fn check_existing_resources(
     }
     Ok(())
 }
-
-/// Custom resources listed per page while checking a CRD update.
-pub const CR_PAGE_SIZE: u32 = 500;
 
 /// The client steps are applied with, by the one identity rule both
 /// operators share ([`olm_api::install_identity`]): OLM's own when the

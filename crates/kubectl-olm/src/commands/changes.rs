@@ -33,9 +33,6 @@ use olm_plan::{
 use olm_resolver::{Resolution, ResolvedOperator};
 use serde::Serialize;
 
-/// How many custom resources one list request reads while checking a CRD.
-const CR_PAGE_SIZE: u32 = 500;
-
 /// What applying one resolved bundle would change.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -330,7 +327,7 @@ async fn crd_verdict(client: &Client, manifest: &serde_json::Value) -> CrdVerdic
             plural: existing.spec.names.plural.clone(),
         };
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let mut params = ListParams::default().limit(CR_PAGE_SIZE);
+        let mut params = ListParams::default().limit(crd::CR_PAGE_SIZE);
         loop {
             let page = match api.list(&params).await {
                 Ok(page) => page,

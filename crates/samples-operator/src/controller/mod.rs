@@ -18,11 +18,7 @@ mod bootstrap;
 pub mod uninstall;
 mod write;
 
-use std::{
-    collections::BTreeMap,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -456,7 +452,7 @@ async fn serve(
         tag_store: tag_cache.store,
         apis,
         metrics,
-        inventories: Mutex::new(BTreeMap::new()),
+        inventories: BTreeMap::new(),
         last_retries: BTreeMap::new(),
         write_failure: None,
         import_slots: Arc::new(tokio::sync::Semaphore::new(IMPORT_RETRIES_AT_ONCE)),
@@ -498,7 +494,7 @@ struct Reconciler {
     apis: Apis,
     metrics: SamplesMetrics,
     /// Parsed inventories by architecture.
-    inventories: Mutex<BTreeMap<String, Arc<Inventory>>>,
+    inventories: BTreeMap<String, Arc<Inventory>>,
     /// When each ImageStream's imports were last retried.
     last_retries: BTreeMap<String, Timestamp>,
     /// The last reconcile's lasting write failure, for the status.
@@ -715,7 +711,7 @@ impl Reconciler {
 
     /// The inventory of the Config's architecture (cached); empty when
     /// there is none for it.
-    fn inventory_for(&self, current: &Config) -> Result<Arc<Inventory>, Error> {
+    fn inventory_for(&mut self, current: &Config) -> Result<Arc<Inventory>, Error> {
         let flavour = match &self.config.inventory {
             InventorySource::Fixed(inventory) => return Ok(inventory.clone()),
             InventorySource::Embedded(flavour) => *flavour,
@@ -726,11 +722,7 @@ impl Reconciler {
         if !SUPPORTED_ARCHITECTURES.contains(&architecture.as_str()) {
             return Ok(Arc::default());
         }
-        let mut cache = self
-            .inventories
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(inventory) = cache.get(architecture) {
+        if let Some(inventory) = self.inventories.get(architecture) {
             return Ok(inventory.clone());
         }
         let inventory = Arc::new(
@@ -738,7 +730,8 @@ impl Reconciler {
                 .map_err(|source| Error::Inventory { source })?
                 .unwrap_or_default(),
         );
-        cache.insert(architecture.clone(), inventory.clone());
+        self.inventories
+            .insert(architecture.clone(), inventory.clone());
         Ok(inventory)
     }
 

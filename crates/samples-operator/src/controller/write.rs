@@ -65,12 +65,17 @@ impl Reconciler {
             Write::RemoveFinalizer => remove_finalizer(&self.configs, config).await,
             Write::ForgetBootstrapReason => forget_bootstrap_reason(&self.configs, config).await,
         };
+        // The Config's writes name no object of their own: it is this one.
+        let name = match write {
+            Write::RemoveFinalizer | Write::ForgetBootstrapReason => config.name_any(),
+            other => other.name().to_owned(),
+        };
         match result {
             Ok(()) => {
                 tracing::info!(
                     kind = write.kind(),
                     verb = write.verb(),
-                    name = write.name(),
+                    name = %name,
                     "wrote"
                 );
                 Ok(Written::Done)
@@ -78,7 +83,7 @@ impl Reconciler {
             Err(source) if is_stale(&source) => {
                 tracing::debug!(
                     kind = write.kind(),
-                    name = write.name(),
+                    name = %name,
                     "cache behind the API server; deciding again"
                 );
                 Ok(Written::Stale)
@@ -86,7 +91,7 @@ impl Reconciler {
             Err(source) => Err(Error::Write {
                 verb: write.verb(),
                 kind: write.kind(),
-                name: write.name().to_owned(),
+                name,
                 source,
             }),
         }

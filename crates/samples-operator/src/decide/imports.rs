@@ -16,10 +16,9 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use olm_api::{
     conditions::FALSE,
-    openshift::{ImageStream, ObjectReferenceLite},
+    openshift::{ImageStream, ObjectReferenceLite, TagReference},
     samples::VERSION_ANNOTATION,
 };
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// The label (value `"true"`) on a stream's ConfigMap once one of its tags
@@ -226,7 +225,7 @@ pub fn import_request(
     let Some(stream_name) = stream.metadata.name.clone() else {
         return Err(ImportRequestError::UnnamedStream);
     };
-    let spec_tags = read_spec_tags(stream);
+    let spec_tags = stream.spec_tags();
     let mut images: BTreeMap<String, Value> = BTreeMap::new();
     let mut left_out = Vec::new();
     for tag in tags {
@@ -279,51 +278,18 @@ pub fn retry_due(last_retry: Option<Timestamp>, now: Timestamp, interval: Durati
     }
 }
 
-/// A `spec.tags[]` entry with the import policy, which the shared typed view
-/// does not carry.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SpecTag {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    from: Option<ObjectReferenceLite>,
-    #[serde(default)]
-    import_policy: Option<ImportPolicy>,
-}
-
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
-struct ImportPolicy {
-    #[serde(default)]
-    insecure: Option<bool>,
-    #[serde(default)]
-    scheduled: Option<bool>,
-}
-
-fn read_spec_tags(stream: &ImageStream) -> Vec<SpecTag> {
-    stream
-        .spec
-        .get("tags")
-        .and_then(Value::as_array)
-        .map(|tags| {
-            tags.iter()
-                .filter_map(|tag| serde_json::from_value(tag.clone()).ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Follows `tag`'s `ImageStreamTag` references to the tag that is imported,
 /// as upstream's `followTagReferenceV1`: the final tag's name, its spec and
 /// its `DockerImage` source.
 fn resolve<'a>(
-    spec_tags: &'a [SpecTag],
+    spec_tags: &'a [TagReference],
     stream: &str,
     tag: &'a str,
-) -> Result<(&'a str, &'a SpecTag, &'a ObjectReferenceLite), ImportRequestError> {
-    static NO_TAG: SpecTag = SpecTag {
+) -> Result<(&'a str, &'a TagReference, &'a ObjectReferenceLite), ImportRequestError> {
+    static NO_TAG: TagReference = TagReference {
         name: String::new(),
         from: None,
+        generation: None,
         import_policy: None,
     };
     let mut seen: Vec<&str> = Vec::new();

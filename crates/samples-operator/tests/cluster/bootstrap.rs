@@ -16,8 +16,9 @@ use samples_operator::{
 use serde_json::json;
 
 use crate::{
-    CLUSTER_APIS, Fixture, RunningSamples, VERSION, WAIT, eventually, install_crds, open_crd,
-    remove_crds, sample_api_crds, sample_apis,
+    CLUSTER_APIS, Fixture, RunningSamples, VERSION, WAIT, eventually, install_crds,
+    install_image_config_api, open_crd, remove_crds, remove_sample_apis, sample_api_crds,
+    sample_apis,
 };
 
 #[tokio::test]
@@ -83,17 +84,7 @@ async fn an_image_policy_blocking_the_registry_bootstraps_to_removed() {
     let fixture = Fixture::new("policy").await;
     let _exclusive = CLUSTER_APIS.write().await;
     install_crds(&fixture.client, sample_api_crds()).await;
-    install_crds(
-        &fixture.client,
-        vec![open_crd(
-            "config.openshift.io",
-            "images",
-            "Image",
-            "Cluster",
-            true,
-        )],
-    )
-    .await;
+    install_image_config_api(&fixture.client).await;
     let resource = ApiResource {
         group: "config.openshift.io".to_owned(),
         version: "v1".to_owned(),
@@ -123,15 +114,7 @@ async fn an_image_policy_blocking_the_registry_bootstraps_to_removed() {
 async fn without_the_image_and_template_apis_it_says_so_and_waits() {
     let fixture = Fixture::new("absent").await;
     let _exclusive = CLUSTER_APIS.write().await;
-    remove_crds(
-        &fixture.client,
-        &[
-            ("image.openshift.io", "imagestreams"),
-            ("image.openshift.io", "imagestreamimports"),
-            ("template.openshift.io", "templates"),
-        ],
-    )
-    .await;
+    remove_sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
     let config = fixture
         .status_until("the absence is reported", |config| {
@@ -266,15 +249,7 @@ async fn the_cluster_operator_reports_the_samples() {
 async fn uninstall_without_the_image_and_template_apis_finds_nothing_to_remove() {
     let fixture = Fixture::new("uninstall-absent").await;
     let _exclusive = CLUSTER_APIS.write().await;
-    remove_crds(
-        &fixture.client,
-        &[
-            ("image.openshift.io", "imagestreams"),
-            ("image.openshift.io", "imagestreamimports"),
-            ("template.openshift.io", "templates"),
-        ],
-    )
-    .await;
+    remove_sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
     fixture.config_object().await;
     service.stop().await;
@@ -307,15 +282,7 @@ async fn uninstall_without_the_image_and_template_apis_finds_nothing_to_remove()
 async fn without_the_apis_a_deleted_config_is_let_go_and_made_anew() {
     let fixture = Fixture::new("absent-delete").await;
     let _exclusive = CLUSTER_APIS.write().await;
-    remove_crds(
-        &fixture.client,
-        &[
-            ("image.openshift.io", "imagestreams"),
-            ("image.openshift.io", "imagestreamimports"),
-            ("template.openshift.io", "templates"),
-        ],
-    )
-    .await;
+    remove_sample_apis(&fixture.client).await;
     let service = RunningSamples::start(&fixture.client, fixture.config()).await;
     let first = fixture.config_object().await;
     fixture
@@ -345,17 +312,7 @@ async fn a_pull_secret_without_registry_redhat_io_shows_in_the_metric() {
     let _exclusive = CLUSTER_APIS.write().await;
     install_crds(&fixture.client, sample_api_crds()).await;
     // OpenShift's config API, so that the operator judges the secret.
-    install_crds(
-        &fixture.client,
-        vec![open_crd(
-            "config.openshift.io",
-            "images",
-            "Image",
-            "Cluster",
-            true,
-        )],
-    )
-    .await;
+    install_image_config_api(&fixture.client).await;
     let namespaces: Api<Namespace> = Api::all(fixture.client.clone());
     let namespace: Namespace =
         serde_json::from_value(json!({"metadata": {"name": "openshift-config"}})).unwrap();

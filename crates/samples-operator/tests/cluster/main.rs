@@ -126,6 +126,35 @@ pub(crate) async fn remove_crds(client: &Client, crds: &[(&str, &str)]) {
     }
 }
 
+/// Removes the image and template APIs (hold [`CLUSTER_APIS`] exclusively).
+pub(crate) async fn remove_sample_apis(client: &Client) {
+    remove_crds(
+        client,
+        &[
+            ("image.openshift.io", "imagestreams"),
+            ("image.openshift.io", "imagestreamimports"),
+            ("template.openshift.io", "templates"),
+        ],
+    )
+    .await;
+}
+
+/// Installs OpenShift's Image config API (`config.openshift.io/v1`
+/// `images`; hold [`CLUSTER_APIS`] exclusively).
+pub(crate) async fn install_image_config_api(client: &Client) {
+    install_crds(
+        client,
+        vec![open_crd(
+            "config.openshift.io",
+            "images",
+            "Image",
+            "Cluster",
+            true,
+        )],
+    )
+    .await;
+}
+
 /// The shared hold on the image and template APIs, installed.
 pub(crate) async fn sample_apis(client: &Client) -> tokio::sync::RwLockReadGuard<'static, ()> {
     let guard = CLUSTER_APIS.read().await;
