@@ -134,9 +134,13 @@ impl RegistryClient {
         self.registry.clone()
     }
 
+    /// A request with the client's timeout, carrying the trace context of
+    /// the caller's span (W3C `traceparent` metadata) so that the server's
+    /// spans join the caller's trace.
     fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
         request.set_timeout(self.timeout);
+        olm_trace::inject_metadata(&tracing::Span::current(), request.metadata_mut());
         request
     }
 

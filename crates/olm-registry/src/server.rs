@@ -96,6 +96,7 @@ impl RegistryServer {
                 .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         };
         let mut router = tonic::transport::Server::builder()
+            .trace_fn(request_span)
             .add_service(registry)
             .add_service(experimental)
             .add_service(health);
@@ -189,6 +190,29 @@ impl Drop for RunningServer {
 
 /// Checks a name from a request: at most [`MAX_NAME_BYTES`], and not empty
 /// when `required`.
+/// The server span of one registry call, a child of the caller's span when
+/// the request carries a trace context (W3C `traceparent` metadata). Health
+/// checks and reflection get none: probes would fill the trace store.
+fn request_span(request: &tonic::codegen::http::Request<()>) -> tracing::Span {
+    let path = request.uri().path().trim_start_matches('/');
+    let Some((service, method)) = path.split_once('/') else {
+        return tracing::Span::none();
+    };
+    if !service.starts_with("api.") {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        "grpc_server",
+        otel.name = path,
+        otel.kind = "server",
+        rpc.system = "grpc",
+        rpc.service = service,
+        rpc.method = method,
+    );
+    olm_trace::continue_from_headers(&span, request.headers());
+    span
+}
+
 fn check_name<'a>(field: &str, value: &'a str, required: bool) -> Result<&'a str, Status> {
     if value.len() > MAX_NAME_BYTES {
         return Err(Status::invalid_argument(format!(

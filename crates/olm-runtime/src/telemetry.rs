@@ -12,14 +12,8 @@
 //! # }
 //! ```
 
-use std::time::Duration;
-
-use opentelemetry::{
-    KeyValue,
-    trace::{TraceContextExt as _, TraceId, TracerProvider as _},
-};
-use opentelemetry_otlp::WithExportConfig as _;
-use opentelemetry_sdk::{Resource, propagation::TraceContextPropagator, trace::SdkTracerProvider};
+use opentelemetry::trace::{TraceContextExt as _, TraceId, TracerProvider as _};
+use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider};
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::{
@@ -35,12 +29,7 @@ use crate::{
 /// as `trace_id = tracing::field::Empty`.
 pub const TRACE_ID_FIELD: &str = "trace_id";
 
-/// How long dropping the [`TelemetryGuard`] may wait for pending spans to be
-/// exported before giving up, so that a dead collector cannot stall shutdown.
-pub const EXPORT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long one OTLP export request may take.
-pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+pub use olm_trace::export::{EXPORT_SHUTDOWN_TIMEOUT, EXPORT_TIMEOUT};
 
 /// Name and version of the running service, reported as the `service.name`
 /// and `service.version` resource attributes.
@@ -65,41 +54,8 @@ impl ServiceInfo {
 
 /// Keeps trace export alive; dropping it flushes pending spans (bounded by
 /// [`EXPORT_SHUTDOWN_TIMEOUT`]). Hold it in `main` until the service has
-/// stopped.
-#[must_use = "dropping the guard stops trace export"]
-#[derive(Debug, Default)]
-pub struct TelemetryGuard {
-    provider: Option<SdkTracerProvider>,
-}
-
-impl TelemetryGuard {
-    /// Whether spans are exported over OTLP.
-    pub fn exports_traces(&self) -> bool {
-        self.provider.is_some()
-    }
-}
-
-impl Drop for TelemetryGuard {
-    fn drop(&mut self) {
-        let Some(provider) = self.provider.take() else {
-            return;
-        };
-        let shutdown = move || {
-            if let Err(error) = provider.shutdown_with_timeout(EXPORT_SHUTDOWN_TIMEOUT) {
-                eprintln!("failed to flush traces: {error}");
-            }
-        };
-        // The batch exporter's gRPC client runs on the Tokio runtime; blocking a
-        // runtime worker while it waits would starve that client, so let the
-        // runtime move its other work elsewhere first.
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(shutdown);
-            }
-            _ => shutdown(),
-        }
-    }
-}
+/// stopped. One home for export: [`olm_trace::export`].
+pub type TelemetryGuard = olm_trace::export::ExportGuard;
 
 /// The subscriber layers stack on top of the filter, so that spans and events
 /// the filter rejects cost nothing in any layer (including export).
@@ -122,7 +78,7 @@ pub fn init(args: &TelemetryArgs, service: &ServiceInfo) -> Result<TelemetryGuar
     if let Some(provider) = &provider {
         opentelemetry::global::set_tracer_provider(provider.clone());
     }
-    Ok(TelemetryGuard { provider })
+    Ok(TelemetryGuard::new(provider))
 }
 
 /// Builds the subscriber without installing it: log lines go to `writer`,
@@ -166,33 +122,16 @@ fn service_name(args: &TelemetryArgs, service: &ServiceInfo) -> String {
         .unwrap_or_else(|| service.name.clone())
 }
 
-/// The `service.name` and `service.version` resource, on top of what the
-/// SDK detects from the environment (`OTEL_RESOURCE_ATTRIBUTES`).
-fn resource(args: &TelemetryArgs, service: &ServiceInfo) -> Resource {
-    Resource::builder()
-        .with_service_name(service_name(args, service))
-        .with_attribute(KeyValue::new("service.version", service.version.clone()))
-        .build()
-}
-
 fn otlp_provider(
     endpoint: &str,
     args: &TelemetryArgs,
     service: &ServiceInfo,
 ) -> Result<SdkTracerProvider> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_tonic()
-        .with_endpoint(endpoint)
-        .with_timeout(EXPORT_TIMEOUT)
-        .build()
+    olm_trace::export::otlp_provider(endpoint, &service_name(args, service), &service.version)
         .map_err(|source| Error::OtlpExporter {
             endpoint: endpoint.to_owned(),
             source: Box::new(source),
-        })?;
-    Ok(SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
-        .with_resource(resource(args, service))
-        .build())
+        })
 }
 
 /// The OpenTelemetry trace id of `span`, or `None` when the span is disabled
@@ -309,23 +248,16 @@ mod tests {
     }
 
     #[test]
-    fn resource_names_service_and_version() {
-        let detected = resource(&args("info", LogFormat::Plain), &sample_service());
-        assert_eq!(
-            detected.get(&opentelemetry::Key::new("service.name")),
-            Some("sample-operator".into())
-        );
-        assert_eq!(
-            detected.get(&opentelemetry::Key::new("service.version")),
-            Some("9.8.7".into())
-        );
+    fn the_service_name_is_the_crates_unless_overridden() {
+        let plain = args("info", LogFormat::Plain);
+        assert_eq!(service_name(&plain, &sample_service()), "sample-operator");
         let overridden = TelemetryArgs {
             service_name: Some("renamed-service".to_owned()),
-            ..args("info", LogFormat::Plain)
+            ..plain
         };
         assert_eq!(
-            resource(&overridden, &sample_service()).get(&opentelemetry::Key::new("service.name")),
-            Some("renamed-service".into())
+            service_name(&overridden, &sample_service()),
+            "renamed-service"
         );
     }
 
@@ -388,12 +320,10 @@ mod tests {
         };
         let provider =
             otlp_provider("http://127.0.0.1:9", &args, &sample_service()).expect("exporter builds");
-        let guard = TelemetryGuard {
-            provider: Some(provider),
-        };
+        let guard = TelemetryGuard::new(Some(provider));
         assert!(guard.exports_traces());
         let started = std::time::Instant::now();
         drop(guard);
-        assert!(started.elapsed() < EXPORT_SHUTDOWN_TIMEOUT + Duration::from_secs(1));
+        assert!(started.elapsed() < EXPORT_SHUTDOWN_TIMEOUT + std::time::Duration::from_secs(1));
     }
 }

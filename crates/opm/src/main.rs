@@ -41,7 +41,11 @@ fn main() -> ExitCode {
             };
         }
     };
-    init_logging(cli.debug);
+    // `serve` sets up its logging inside the runtime, where its optional
+    // span exporter runs.
+    if !matches!(cli.command, Some(Command::Serve(_))) {
+        init_logging(cli.debug, None);
+    }
     match run(cli) {
         Ok(code) => code,
         Err(error) => {
@@ -51,13 +55,21 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(debug: bool) {
+/// Log lines to stderr (`OPM_LOG` filters them); with `spans`, spans are
+/// also exported through OpenTelemetry.
+fn init_logging(debug: bool, spans: Option<&opentelemetry_sdk::trace::SdkTracerProvider>) {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::{layer::SubscriberExt as _, util::SubscriberInitExt as _};
     let filter = if debug { "debug" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("OPM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let export = spans.map(|provider| {
+        tracing_opentelemetry::layer().with_tracer(provider.tracer(env!("CARGO_PKG_NAME")))
+    });
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(export)
         .try_init();
 }
 
@@ -74,7 +86,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Init(args)) => init::run(&args),
         Some(Command::Render(args)) => runtime()?.block_on(render::run(&args, &tls)),
         Some(Command::Validate(args)) => validate::run(&args),
-        Some(Command::Serve(args)) => runtime()?.block_on(serve::run(&args)),
+        Some(Command::Serve(args)) => runtime()?.block_on(serve::run(&args, cli.debug)),
         Some(Command::Generate(Generate::Dockerfile(args))) => dockerfile::run(&args),
         Some(Command::Version) => {
             println!(

@@ -10,7 +10,38 @@ use olm_registry::{CatalogIndex, IndexOptions, RegistryServer};
 
 use crate::cli::ServeArgs;
 
-pub(crate) async fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+/// The standard OpenTelemetry variable naming the OTLP/gRPC endpoint spans
+/// go to; unset, `opm serve` exports nothing (upstream's `opm` has no
+/// tracing flags, so none are added).
+const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+
+/// The standard variable naming the service in exported spans (`opm` when
+/// unset).
+const SERVICE_NAME_ENV: &str = "OTEL_SERVICE_NAME";
+
+pub(crate) async fn run(args: &ServeArgs, debug: bool) -> anyhow::Result<ExitCode> {
+    let provider = match std::env::var(OTLP_ENDPOINT_ENV) {
+        Ok(endpoint) if !endpoint.is_empty() => {
+            let name = std::env::var(SERVICE_NAME_ENV)
+                .ok()
+                .filter(|name| !name.is_empty())
+                .unwrap_or_else(|| env!("CARGO_PKG_NAME").to_owned());
+            Some(
+                olm_trace::export::otlp_provider(&endpoint, &name, env!("CARGO_PKG_VERSION"))
+                    .with_context(|| format!("{OTLP_ENDPOINT_ENV}={endpoint}"))?,
+            )
+        }
+        _ => None,
+    };
+    crate::init_logging(debug || args.debug, provider.as_ref());
+    if provider.is_some() {
+        // Callers' trace context arrives as W3C `traceparent` metadata.
+        opentelemetry::global::set_text_map_propagator(
+            opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+        );
+    }
+    // Flushes pending spans when serving ends.
+    let _export = olm_trace::export::ExportGuard::new(provider);
     let result = serve(args).await;
     if let Err(error) = &result {
         // Like upstream, the fatal error also goes to the termination log
