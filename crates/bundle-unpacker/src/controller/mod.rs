@@ -17,7 +17,7 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use futures::{StreamExt, channel::mpsc};
 use kube::{
-    Api, Client,
+    Api, Client, ResourceExt,
     runtime::{self, WatchStreamExt, applier, controller::Action, reflector::ObjectRef, watcher},
 };
 use olm_api::{
@@ -301,8 +301,29 @@ async fn reconcile(plan: Arc<InstallPlan>, context: Arc<Context>) -> Result<Acti
     }
     due_jobs.sort();
     due_jobs.dedup();
-    let results =
-        futures::future::join_all(due_jobs.iter().map(|job| worker.process(job, "watch"))).await;
+    if due_jobs.is_empty() {
+        context.succeeded(&plan_key(&plan));
+        return Ok(Action::requeue(next));
+    }
+    // Work found through the watch joins the plan's trace, as work that
+    // came over the bus does through the message's headers.
+    let span = tracing::info_span!(
+        parent: None,
+        "unpack_lookups",
+        k8s.namespace.name = plan.metadata.namespace.as_deref().unwrap_or_default(),
+        olm.installplan = %plan.name_any(),
+        source = "watch",
+    );
+    olm_trace::follow(
+        &span,
+        Some(plan.annotations()),
+        olm_trace::Handoff::Continue,
+    );
+    let results = tracing::Instrument::instrument(
+        futures::future::join_all(due_jobs.iter().map(|job| worker.process(job, "watch"))),
+        span,
+    )
+    .await;
     for result in results {
         match result? {
             Progress::Done | Progress::Stored { .. } => {}

@@ -249,9 +249,16 @@ impl Worker {
         };
         self.metrics.work(source);
         let started = Instant::now();
-        let span = tracing::info_span!("unpack", image = job.bundle_path, attempt, source);
+        let span = tracing::info_span!(
+            "unpack",
+            k8s.namespace.name = job.plan_namespace,
+            olm.bundle.image = job.bundle_path,
+            olm.catalog = job.catalog_name,
+            attempt,
+            source,
+        );
         let pulled = {
-            let pull = self.pull(job, &catalog).instrument(span);
+            let pull = self.pull(job, &catalog).instrument(span.clone());
             match policy.timeout {
                 Some(timeout) => tokio::time::timeout(timeout, pull)
                     .await
@@ -312,6 +319,7 @@ impl Worker {
                 self.metrics.unpacked(metrics::SUCCEEDED, "", seconds);
             }
             Some(failure) => {
+                olm_trace::record_error(&span, &format!("{}: {}", failure.reason, failure.message));
                 tracing::warn!(
                     image = job.bundle_path,
                     reason = failure.reason,

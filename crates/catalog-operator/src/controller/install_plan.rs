@@ -25,6 +25,8 @@ use olm_api::{
 };
 use olm_runtime::{apply, impersonation::install_client};
 
+use tracing::Instrument as _;
+
 use super::{Context, FIELD_MANAGER};
 use crate::decide::install_plan::{self as decide, Execution, PlanAction};
 
@@ -55,7 +57,29 @@ pub(crate) async fn reconcile(
     plan: Arc<InstallPlan>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
-    let action = sync(&plan, &context).await?;
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile_installplan",
+        k8s.namespace.name = plan.metadata.namespace.as_deref().unwrap_or_default(),
+        olm.installplan = %plan.name_any(),
+        trace_id = tracing::field::Empty,
+    );
+    // While the plan is being carried out its reconciles belong to the
+    // install's trace; a resync of a finished plan is linked to it.
+    let in_flight = plan.status.as_ref().is_none_or(|s| !decide::terminal(s));
+    olm_trace::follow(
+        &span,
+        Some(plan.annotations()),
+        olm_trace::Handoff::while_in_flight(in_flight),
+    );
+    olm_runtime::telemetry::record_trace_id(&span);
+    let action = match sync(&plan, &context).instrument(span.clone()).await {
+        Ok(action) => action,
+        Err(error) => {
+            olm_trace::record_error(&span, &error);
+            return Err(error);
+        }
+    };
     context.succeeded(&key(&plan));
     Ok(action)
 }
@@ -203,12 +227,22 @@ async fn execute(
         if !(decide::step_pending(step) || crd_waiting) {
             continue;
         }
-        match apply_step(context, client, namespace, plan_name, step).await {
+        let span = tracing::info_span!(
+            "apply_step",
+            olm.step.kind = %step.resource.kind,
+            olm.step.name = %step.resource.name,
+            olm.csv = %step.resolving,
+        );
+        match apply_step(context, client, namespace, plan_name, step)
+            .instrument(span.clone())
+            .await
+        {
             Ok(status) => {
                 waiting |= status == StepStatus::WAITING_FOR_API;
                 step.status = status;
             }
             Err(error) => {
+                olm_trace::record_error(&span, &error.message);
                 return Execution::Failed {
                     message: error.message,
                     forbidden: error.forbidden,
@@ -283,6 +317,14 @@ async fn apply_step(
                 &ApiResource::erase::<ClusterServiceVersion>(&()),
             );
             object.metadata.namespace = Some(namespace.to_owned());
+            // The CSV carries the install's trace on to olm-operator.
+            olm_trace::annotate(
+                &tracing::Span::current(),
+                object
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(BTreeMap::new),
+            );
             create_or_present(&api, &object, false).await
         }
         "Subscription" => {

@@ -79,6 +79,28 @@ pub const RESOLVE_DEBOUNCE: Duration = Duration::from_millis(200);
 /// Stands for "every namespace with a Subscription" on the resolve queue.
 const ALL_NAMESPACES: &str = "";
 
+/// The client span of a call to a catalog's registry API: the call carries
+/// its context to the registry server (gRPC metadata), and the install's
+/// trace shows which catalog answered and how long it took.
+pub(crate) fn catalog_call_span(
+    method: &'static str,
+    namespace: &str,
+    name: &str,
+) -> tracing::Span {
+    tracing::info_span!(
+        "catalog_call",
+        otel.name = format!("api.Registry/{method}"),
+        otel.kind = "client",
+        rpc.system = "grpc",
+        rpc.service = "api.Registry",
+        rpc.method = method,
+        k8s.namespace.name = namespace,
+        olm.catalog = name,
+        olm.package = tracing::field::Empty,
+        olm.csv = tracing::field::Empty,
+    )
+}
+
 fn requeue_namespace<K: Resource>(
     sender: &mpsc::UnboundedSender<ObjectRef<Namespace>>,
     object: &K,

@@ -115,7 +115,10 @@ impl Snapshots {
             return Ok(cached.snapshot.clone());
         }
         on_read();
-        let snapshot = Arc::new(read(namespace, name, priority, client).await?);
+        let span = super::catalog_call_span("ListBundles", namespace, name);
+        let snapshot = Arc::new(
+            tracing::Instrument::instrument(read(namespace, name, priority, client), span).await?,
+        );
         if self.settling(namespace, name) {
             return Ok(snapshot);
         }

@@ -33,6 +33,7 @@ use olm_resolver::{
 };
 use olm_runtime::apply;
 use sha2::{Digest, Sha256};
+use tracing::Instrument as _;
 
 use super::{Context, FIELD_MANAGER};
 use olm_plan::steps::{self, BundleContent, BundleSource};
@@ -102,7 +103,22 @@ pub(crate) async fn reconcile(
     context: Arc<Context>,
 ) -> Result<Action, Error> {
     let name = namespace.name_any();
-    let action = sync(&name, &context).await?;
+    // Each pass is a trace of its own; the pass that writes an InstallPlan
+    // starts the install's trace, which the plan carries on.
+    let span = tracing::info_span!(
+        parent: None,
+        "resolve",
+        k8s.namespace.name = %name,
+        trace_id = tracing::field::Empty,
+    );
+    olm_runtime::telemetry::record_trace_id(&span);
+    let action = match sync(&name, &context).instrument(span.clone()).await {
+        Ok(action) => action,
+        Err(error) => {
+            olm_trace::record_error(&span, &error);
+            return Err(error);
+        }
+    };
     context.succeeded(&format!("namespace/{name}"));
     Ok(action)
 }
@@ -568,8 +584,12 @@ async fn install(
             .ok_or_else(|| Error::NotConnected {
                 catalog: catalog.clone(),
             })?;
+        let call = super::catalog_call_span("GetBundle", &op.catalog_namespace, &op.catalog);
+        call.record("olm.package", op.package.as_str());
+        call.record("olm.csv", op.name.as_str());
         let bundle = client
             .get_bundle(&op.package, &op.channel, &op.name)
+            .instrument(call)
             .await
             .map_err(|source| Error::Registry {
                 catalog: catalog.clone(),
@@ -802,6 +822,13 @@ async fn ensure_plan(
             block_owner_deletion: Some(false),
         })
         .collect();
+    let mut annotations = BTreeMap::from([(
+        rules::RESOLVED_SUBSCRIPTIONS.to_owned(),
+        resolved.to_owned(),
+    )]);
+    // The plan carries the install's trace to its reconciles, the
+    // bundle-unpacker and the CSV.
+    olm_trace::annotate(&tracing::Span::current(), &mut annotations);
     let plan: InstallPlan = serde_json::from_value(serde_json::json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "InstallPlan",
@@ -809,7 +836,7 @@ async fn ensure_plan(
             "name": name,
             "namespace": namespace,
             "labels": BTreeMap::from([(labels::MANAGED, labels::MANAGED_VALUE)]),
-            "annotations": BTreeMap::from([(rules::RESOLVED_SUBSCRIPTIONS, resolved)]),
+            "annotations": annotations,
             "ownerReferences": owners,
         },
         "spec": {

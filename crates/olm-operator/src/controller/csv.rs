@@ -86,13 +86,33 @@ pub(crate) async fn reconcile(
     if !context.config.watches(&namespace) {
         return Ok(Action::await_change());
     }
-    let span = tracing::info_span!("reconcile_csv", namespace, name = csv.name_any());
+    let phase = csv_status::phase_of(&csv.status.clone().unwrap_or_default());
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile_csv",
+        namespace,
+        name = csv.name_any(),
+        k8s.namespace.name = namespace,
+        olm.csv = %csv.name_any(),
+        olm.csv.phase = %phase,
+        olm.csv.phase.written = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+    );
+    // Until the CSV has succeeded or failed, its reconciles belong to the
+    // install's trace (annotated by catalog-operator); later resyncs are
+    // linked to it.
+    olm_trace::follow(
+        &span,
+        Some(csv.annotations()),
+        olm_trace::Handoff::while_in_flight(csv_status::installing(&phase)),
+    );
     olm_runtime::telemetry::record_trace_id(&span);
     let timer = context.metrics.csv_reconciles.start();
-    let result = sync(&csv, &context).instrument(span).await;
+    let result = sync(&csv, &context).instrument(span.clone()).await;
     match &result {
         Ok(_) => context.succeeded(&key(&csv)),
         Err(error) => {
+            olm_trace::record_error(&span, error);
             tracing::info!(
                 namespace,
                 name = csv.name_any(),
@@ -560,6 +580,11 @@ async fn act(
 
     if let Some(status) = &decision.status {
         write_status(&api, context, csv, status).await?;
+        // Declared by `reconcile`'s span, the current one here.
+        tracing::Span::current().record(
+            "olm.csv.phase.written",
+            tracing::field::display(csv_status::phase_of(status)),
+        );
     }
     if !deleting {
         let status = decision

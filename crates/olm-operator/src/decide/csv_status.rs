@@ -74,6 +74,19 @@ pub fn phase_of(status: &ClusterServiceVersionStatus) -> CsvPhase {
     status.phase.clone().unwrap_or(CsvPhase::NONE)
 }
 
+/// Whether a CSV in `phase` is still on its way to its first Succeeded or
+/// Failed: its reconciles belong to the install's trace. Replacing and
+/// Deleting belong to the CSV that replaces it; Unknown is never set.
+pub fn installing(phase: &CsvPhase) -> bool {
+    [
+        CsvPhase::NONE,
+        CsvPhase::PENDING,
+        CsvPhase::INSTALL_READY,
+        CsvPhase::INSTALLING,
+    ]
+    .contains(phase)
+}
+
 /// The current reason, `""` when unset.
 pub fn reason_of(status: &ClusterServiceVersionStatus) -> CsvReason {
     status.reason.clone().unwrap_or_default()
@@ -152,6 +165,24 @@ pub fn status_changed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_csv_is_installing_until_it_first_succeeds_or_fails() {
+        for (phase, installing_now) in [
+            (CsvPhase::NONE, true),
+            (CsvPhase::PENDING, true),
+            (CsvPhase::INSTALL_READY, true),
+            (CsvPhase::INSTALLING, true),
+            (CsvPhase::SUCCEEDED, false),
+            (CsvPhase::FAILED, false),
+            (CsvPhase::REPLACING, false),
+            (CsvPhase::DELETING, false),
+            (CsvPhase::UNKNOWN, false),
+            (CsvPhase::from("SomeFuturePhase"), false),
+        ] {
+            assert_eq!(installing(&phase), installing_now, "{phase}");
+        }
+    }
 
     fn at(second: i64) -> Timestamp {
         Timestamp::from_second(second).expect("valid")
