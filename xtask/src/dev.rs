@@ -16,6 +16,11 @@
 //!
 //! Everything is waited for until Ready. Then it says what to type next.
 //!
+//! When `cargo xtask envtest` has built Jaeger, it runs beside the rest and
+//! OLM's services export their traces to it (host processes through
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`, pods through the chart's
+//! `tracing.otlpEndpoint`); the banner says where to read them.
+//!
 //! Without a real node (not root, or no containerd) the control plane runs
 //! with kwok only: pods cannot run, so the services run on the host, catalog
 //! images cannot be served, and the example catalog is left out; the command
@@ -30,6 +35,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use olm_testkit::{
     ControlPlane, ControlPlaneOptions, Supervised,
+    jaeger::Jaeger,
     node::{Mirror, NODE_IP, NODE_NAME, NODE_TAINT, NodeOptions, RealNode},
     registry::Registry,
 };
@@ -44,6 +50,10 @@ const EXAMPLE_CATALOG: &str = "example-catalog";
 const STAGE_TIMEOUT: Duration = Duration::from_secs(180);
 /// packageserver's port on the node address.
 const PACKAGESERVER_PORT: u16 = 5443;
+/// How long (ms) the services' span batches wait before export
+/// (`OTEL_BSP_SCHEDULE_DELAY`; the SDK's default is 5 s): short, so that a
+/// trace shows in Jaeger while one is still looking for it.
+const SPAN_EXPORT_DELAY_MS: &str = "500";
 
 /// How OLM's services run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -208,6 +218,7 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
         Registry::start()
     }
     .context("starting the OCI registry (docker-registry)")?;
+    let jaeger = start_jaeger(&mut stages, mode)?;
     let host = registry.host();
     // The registry as pods and images name it.
     let pod_host = if mode == ServicesMode::Pods {
@@ -283,7 +294,10 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
         openshift_stand_ins(&plane)?;
         stages.begin("installing OLM with its Helm chart (helm install --wait)");
         let values = dir.join("values.yaml");
-        std::fs::write(&values, chart_values(&pod_host))
+        let otlp_endpoint = jaeger
+            .as_ref()
+            .map(|jaeger| jaeger.otlp_endpoint_at(NODE_IP));
+        std::fs::write(&values, chart_values(&pod_host, otlp_endpoint.as_deref()))
             .with_context(|| format!("writing {}", values.display()))?;
         helm(
             &plane,
@@ -316,12 +330,14 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
             olm_testkit::assets::bin_dir().join("helm").display(),
             plane.kubeconfig_path().display()
         );
+        print_traces(jaeger.as_ref());
         println!("Press Ctrl-C to stop.");
         wait_for_ctrl_c()?;
         println!("stopping");
         drop(node);
         drop(plane);
         drop(registry);
+        drop(jaeger);
         return Ok(());
     }
 
@@ -356,7 +372,15 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
             apply_yaml(&plane, &packageserver_endpoints())?;
         }
         for (index, (name, extra)) in services(&host, node.is_some()).into_iter().enumerate() {
-            running.push(start_service(&plane, &bin, name, &extra, &dir, index)?);
+            running.push(start_service(
+                &plane,
+                &bin,
+                name,
+                &extra,
+                &dir,
+                index,
+                jaeger.as_ref(),
+            )?);
         }
         for service in &mut running {
             wait_ready(service)?;
@@ -403,6 +427,7 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
                 .join(", ")
         );
     }
+    print_traces(jaeger.as_ref());
     println!("Press Ctrl-C to stop.");
     wait_for_ctrl_c()?;
     println!("stopping");
@@ -410,7 +435,48 @@ pub(crate) fn run(args: &DevArgs) -> Result<()> {
     drop(node);
     drop(plane);
     drop(registry);
+    drop(jaeger);
     Ok(())
+}
+
+/// Starts Jaeger when `cargo xtask envtest` has built it; without it the
+/// services export nothing, and the banner says how to get it. For pods its
+/// OTLP receiver listens on every interface, as the registry does.
+fn start_jaeger(stages: &mut Stages, mode: ServicesMode) -> Result<Option<Jaeger>> {
+    if olm_testkit::assets::find_pinned("jaeger").is_err() {
+        return Ok(None);
+    }
+    stages.begin("starting Jaeger (traces)");
+    let jaeger = if mode == ServicesMode::Pods {
+        Jaeger::start_with_otlp_on("0.0.0.0")
+    } else {
+        Jaeger::start()
+    }
+    .context("starting Jaeger")?;
+    println!(
+        "    OTLP/gRPC {}, query {}",
+        jaeger.otlp_endpoint(),
+        jaeger.query_url()
+    );
+    Ok(Some(jaeger))
+}
+
+/// Where the traces are, or how to get them.
+fn print_traces(jaeger: Option<&Jaeger>) {
+    let Some(jaeger) = jaeger else {
+        println!("Traces: Jaeger is not installed; `cargo xtask envtest` builds it.");
+        return;
+    };
+    let query = jaeger.query_url();
+    println!(
+        "Traces: Jaeger at {query} (OTLP/gRPC {}; `cargo xtask run <service> -- --otlp-endpoint {}`)",
+        jaeger.otlp_endpoint(),
+        jaeger.otlp_endpoint()
+    );
+    println!(
+        "  curl -s '{query}/api/traces?service=catalog-operator&limit=5'   # the JSON API \
+         (the UI page is a placeholder in a module build)"
+    );
 }
 
 fn wait_for_ctrl_c() -> Result<()> {
@@ -515,9 +581,10 @@ fn helm(plane: &ControlPlane, args: &[&str]) -> Result<()> {
 
 /// The chart's values for this machine: every pod on the real node, no
 /// cluster DNS (ClusterIPs instead), the registry over plain HTTP at the
-/// node's address, and the example catalog as the default catalog.
-fn chart_values(registry: &str) -> String {
-    format!(
+/// node's address, the example catalog as the default catalog, and traces
+/// to `otlp_endpoint` when there is one.
+fn chart_values(registry: &str, otlp_endpoint: Option<&str>) -> String {
+    let mut values = format!(
         "# Written by cargo xtask dev.
 nodeSelector: {{kubernetes.io/hostname: {NODE_NAME}}}
 tolerations: [{{key: {NODE_TAINT}, operator: Exists, effect: NoSchedule}}]
@@ -536,7 +603,11 @@ defaultCatalogs:
     pollInterval: 1m
 ",
         image = olm_images::example::catalog_image(registry, "latest"),
-    )
+    );
+    if let Some(endpoint) = otlp_endpoint {
+        values.push_str(&format!("tracing: {{otlpEndpoint: \"{endpoint}\"}}\n"));
+    }
+    values
 }
 
 fn start_service(
@@ -546,21 +617,24 @@ fn start_service(
     extra: &[String],
     dir: &Path,
     index: usize,
+    jaeger: Option<&Jaeger>,
 ) -> Result<HostService> {
     let log = dir.join("logs").join(format!("{name}.log"));
     let admin = format!("127.0.0.1:{}", 18080 + index);
     let kubeconfig = plane.kubeconfig_path().display().to_string();
-    let process = Supervised::spawn(
-        name,
-        &bin.join(name),
-        extra,
-        &log,
-        &[
-            ("KUBECONFIG", kubeconfig.as_str()),
-            ("OLM_ADMIN_BIND_ADDRESS", admin.as_str()),
-        ],
-    )
-    .with_context(|| format!("starting {name}"))?;
+    let otlp_endpoint = jaeger.map(Jaeger::otlp_endpoint);
+    let mut env = vec![
+        ("KUBECONFIG", kubeconfig.as_str()),
+        ("OLM_ADMIN_BIND_ADDRESS", admin.as_str()),
+    ];
+    // Through the environment rather than `--otlp-endpoint`, so that a
+    // service without the telemetry flags still starts.
+    if let Some(endpoint) = &otlp_endpoint {
+        env.push(("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()));
+        env.push(("OTEL_BSP_SCHEDULE_DELAY", SPAN_EXPORT_DELAY_MS));
+    }
+    let process = Supervised::spawn(name, &bin.join(name), extra, &log, &env)
+        .with_context(|| format!("starting {name}"))?;
     Ok(HostService { process, admin })
 }
 
@@ -775,7 +849,7 @@ mod tests {
     #[test]
     fn the_chart_values_put_every_pod_on_the_node_and_serve_the_example_catalog() {
         let values: serde_json::Value =
-            serde_yaml_ng::from_str(&chart_values("10.250.0.1:5000")).unwrap_or_default();
+            serde_yaml_ng::from_str(&chart_values("10.250.0.1:5000", None)).unwrap_or_default();
         assert_eq!(
             values["nodeSelector"]["kubernetes.io/hostname"], NODE_NAME,
             "{values}"
@@ -787,6 +861,20 @@ mod tests {
         assert_eq!(
             values["defaultCatalogs"][0]["image"],
             "10.250.0.1:5000/olm-rs/example-catalog:latest"
+        );
+        assert_eq!(values["tracing"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn with_jaeger_the_chart_exports_traces_to_it() {
+        let values: serde_json::Value = serde_yaml_ng::from_str(&chart_values(
+            "10.250.0.1:5000",
+            Some("http://10.250.0.1:4317"),
+        ))
+        .unwrap_or_default();
+        assert_eq!(
+            values["tracing"]["otlpEndpoint"], "http://10.250.0.1:4317",
+            "{values}"
         );
     }
 

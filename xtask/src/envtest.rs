@@ -8,8 +8,13 @@
 //! - kwok is built from `sigs.k8s.io/kwok` at [`olm_testkit::assets::KWOK_VERSION`];
 //! - etcd is built from `go.etcd.io/etcd/server/v3` at the release pinned in
 //!   `xtask/envtest/etcd/go.mod` (Debian's 3.4 is too old for Kubernetes 1.34);
-//! - grpcurl and helm are built from their Go modules at
-//!   [`assets::GRPCURL_VERSION`] and [`assets::HELM_VERSION`], while
+//! - Jaeger (v2, the trace store tests read exported spans from) is built
+//!   from `github.com/jaegertracing/jaeger` at [`assets::JAEGER_VERSION`],
+//!   pinned in `xtask/envtest/jaeger/go.mod` (its module has a `replace`, so
+//!   `go install` refuses it), beside Kubernetes with a stamp of its own;
+//! - grpcurl, helm and promtool (the alerts' unit tests) are built from
+//!   their Go modules at [`assets::GRPCURL_VERSION`],
+//!   [`assets::HELM_VERSION`] and [`assets::PROMTOOL_VERSION`], while
 //!   Kubernetes builds (each has its own stamp, so adding or bumping one does
 //!   not rebuild the control plane);
 //! - nats-server, the OCI registry and the real node's runtime come from
@@ -83,6 +88,12 @@ const GO_TOOLS: &[GoTool] = &[
         version: assets::HELM_VERSION,
         ldflags: helm_ldflags,
     },
+    GoTool {
+        name: "promtool",
+        package: "github.com/prometheus/prometheus/cmd/promtool",
+        version: assets::PROMTOOL_VERSION,
+        ldflags: String::new,
+    },
 ];
 
 /// What Helm's own build stamps in: its version, and the Kubernetes release
@@ -122,12 +133,20 @@ pub(crate) fn install(args: &EnvtestArgs) -> Result<()> {
         }
         Ok(())
     });
+    // Jaeger is the biggest of them (a few minutes from a cold module
+    // cache), so it gets a thread of its own.
+    let jaeger_bin = bin.clone();
+    let jaeger = std::thread::spawn(move || install_jaeger(&jaeger_bin, force));
     let kubernetes = install_control_plane(&bin, force);
     let tools = tools
         .join()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    let jaeger = jaeger
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
     kubernetes?;
     tools?;
+    jaeger?;
     println!("envtest: done in {:.0} s", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -282,6 +301,30 @@ fn build_etcd(bin: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Jaeger from `xtask/envtest/jaeger`, unless its stamp says this version is
+/// installed.
+fn install_jaeger(bin: &Path, force: bool) -> Result<()> {
+    let version = assets::JAEGER_VERSION;
+    // The stamp names the build: bump the suffix when the build changes.
+    let stamp = bin.join(format!(".installed-jaeger-{version}-1"));
+    if stamp.exists() && bin.join("jaeger").exists() && !force {
+        return Ok(());
+    }
+    check_go()?;
+    let started = Instant::now();
+    println!("envtest: building jaeger {version} (first time: a few minutes)");
+    run(go_command(&workspace_root().join("xtask/envtest/jaeger"))
+        .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
+        .arg(bin.join("jaeger"))
+        .arg("github.com/jaegertracing/jaeger/cmd/jaeger"))?;
+    std::fs::write(&stamp, "").with_context(|| format!("writing {}", stamp.display()))?;
+    println!(
+        "envtest: jaeger {version} built in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// A Go command built from its module at a pinned version, with its own
 /// stamp so that adding or bumping it does not rebuild the control plane.
 fn install_go_tool(bin: &Path, tool: &GoTool, force: bool) -> Result<()> {
@@ -367,6 +410,17 @@ mod tests {
         assert!(
             etcd_mod.contains(&wanted_etcd),
             "etcd go.mod does not require {wanted_etcd}"
+        );
+        let jaeger_mod =
+            std::fs::read_to_string(workspace_root().join("xtask/envtest/jaeger/go.mod"))
+                .expect("xtask/envtest/jaeger/go.mod");
+        let wanted_jaeger = format!(
+            "require github.com/jaegertracing/jaeger v{}\n",
+            assets::JAEGER_VERSION
+        );
+        assert!(
+            jaeger_mod.contains(&wanted_jaeger),
+            "jaeger go.mod does not require {wanted_jaeger} directly (run go mod tidy there)"
         );
         let staging = assets::KUBERNETES_VERSION.replacen('1', "0", 1);
         for line in go_mod.lines().filter(|line| line.contains(" => ")) {

@@ -31,7 +31,7 @@ enum Task {
     Crds,
     /// Regenerate committed generated code (protobuf bindings of the bus events and the registry API).
     Codegen,
-    /// Install the pinned control-plane binaries (kube-apiserver, etcd, kwok, NATS, registry) into the cache.
+    /// Install the pinned control-plane binaries (kube-apiserver, etcd, kwok, NATS, registry, Jaeger) into the cache.
     Envtest(envtest::EnvtestArgs),
     /// Build one OCI image per service and one for opm, without a container
     /// engine, into an OCI layout and/or a registry.

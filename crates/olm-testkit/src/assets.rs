@@ -20,10 +20,18 @@ pub const GRPCURL_VERSION: &str = "1.9.3";
 /// The Helm release the chart (`charts/olm`) is linted, rendered and
 /// installed with.
 pub const HELM_VERSION: &str = "3.19.0";
+/// The Prometheus module release (`github.com/prometheus/prometheus`,
+/// Prometheus 3.x) whose `promtool test rules` unit-tests the chart's
+/// alerts.
+pub const PROMTOOL_VERSION: &str = "0.316.0";
 /// The etcd release. It must support watch progress requests (3.5.13 or
 /// newer): Kubernetes 1.34 clients stream lists through them, and Debian
 /// bookworm's etcd 3.4.23 does not.
 pub const ETCD_VERSION: &str = "3.5.21";
+/// The Jaeger release (the Go module's version; its `jaeger` command is
+/// Jaeger v2, 2.13.0) that stores the traces OLM's services export, for
+/// tests that assert on them ([`crate::jaeger`]).
+pub const JAEGER_VERSION: &str = "1.76.0";
 
 /// The cache root: `OLM_CACHE_DIR`, else `$XDG_CACHE_HOME/olm-rs`, else
 /// `$HOME/.cache/olm-rs`.

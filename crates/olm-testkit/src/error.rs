@@ -62,6 +62,34 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// An HTTP request to a component (Jaeger's query API) failed.
+    #[error("GET {url}")]
+    Http {
+        /// The URL requested.
+        url: String,
+        /// The client's reason.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A component answered an HTTP request with an error status.
+    #[error("GET {url} answered {status}: {body}")]
+    HttpStatus {
+        /// The URL requested.
+        url: String,
+        /// The status code.
+        status: u16,
+        /// The answer's body.
+        body: String,
+    },
+    /// A component's answer could not be read.
+    #[error("cannot read the answer of GET {url}")]
+    Decode {
+        /// The URL requested.
+        url: String,
+        /// Why it could not be read.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The Kubernetes client could not be built or a request failed.
     #[error("kubernetes client")]
     Kube(#[from] kube::Error),

@@ -1,8 +1,9 @@
 //! Starts the real components OLM is tested against, on loopback, for one test
 //! binary: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
 //! kwok (fake nodes that run pods), a real node when asked for ([`node`]:
-//! containerd, kubelet, kube-proxy), a NATS server with JetStream, and an OCI
-//! distribution registry.
+//! containerd, kubelet, kube-proxy), a NATS server with JetStream, an OCI
+//! distribution registry, and Jaeger to read exported traces from
+//! ([`jaeger`]).
 //!
 //! Binaries come from the cache that `cargo xtask envtest` fills (see
 //! [`assets`]); nothing here downloads or builds anything. Every server runs
@@ -17,6 +18,7 @@ pub mod audit;
 mod control_plane;
 pub mod crds;
 mod error;
+pub mod jaeger;
 pub mod nats;
 pub mod node;
 mod pki;
