@@ -893,6 +893,8 @@ pub fn service_binary(name: &str) -> std::path::PathBuf {
                     "-p",
                     "bundle-unpacker",
                     "-p",
+                    "olm-operator",
+                    "-p",
                     "opm",
                 ])
                 .arg("--target-dir")
@@ -924,6 +926,16 @@ impl ServiceProcess {
     /// Starts `name` against the test control plane with `args` (plus
     /// `--kubeconfig` and a free admin port); its log goes to `log`.
     pub fn start(name: &str, args: &[String], log: &std::path::Path) -> Self {
+        Self::start_with_env(name, args, &[], log)
+    }
+
+    /// [`ServiceProcess::start`] with extra environment variables.
+    pub fn start_with_env(
+        name: &str,
+        args: &[String],
+        env: &[(&str, &str)],
+        log: &std::path::Path,
+    ) -> Self {
         let plane = olm_testkit::control_plane();
         let out = std::fs::OpenOptions::new()
             .create(true)
@@ -939,6 +951,7 @@ impl ServiceProcess {
             .args(["--admin-bind-address", "127.0.0.1:0"])
             .args(args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(out)
             .stderr(err)
             .spawn()
