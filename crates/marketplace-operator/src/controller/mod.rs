@@ -34,7 +34,7 @@ use olm_runtime::{
     cache::{reflect, wake_on_change as wake},
     error::kube_error_category,
     events::{EventRecorder, error_chain},
-    retry::backoff,
+    retry,
 };
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -208,7 +208,7 @@ pub async fn run(
         readiness.gate("cache:CatalogSource"),
         wake(&changed),
     );
-    let reconciler = Reconciler {
+    let mut reconciler = Reconciler {
         hubs,
         catalogs,
         hub_store: hub_cache.store.clone(),
@@ -255,6 +255,26 @@ struct Reconciler {
     health: watch::Sender<ReconcileHealth>,
 }
 
+impl retry::ReconcileOne for Reconciler {
+    async fn reconcile_once(&mut self, _shutdown: &CancellationToken) -> retry::Next {
+        let timer = self.metrics.reconcile.start();
+        let result = self.reconcile().await;
+        self.record_health(result.as_ref().err());
+        match result {
+            Ok(Outcome { retry: false }) => retry::Next::Resync,
+            Ok(Outcome { retry: true }) => retry::Next::Retry,
+            Err(error) => {
+                timer.failed(error.category());
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "reconcile of the OperatorHub failed; retrying with backoff"
+                );
+                retry::Next::Retry
+            }
+        }
+    }
+}
+
 /// How one reconcile ended, when it did not fail outright.
 #[derive(Debug, Default)]
 struct Outcome {
@@ -279,45 +299,13 @@ impl Reconciler {
     }
 
     async fn serve(
-        &self,
+        &mut self,
         changed: &Notify,
         leading: &mut watch::Receiver<bool>,
         shutdown: &CancellationToken,
     ) {
-        let mut failures_in_a_row = 0u32;
-        loop {
-            let delay = if *leading.borrow_and_update() {
-                let timer = self.metrics.reconcile.start();
-                let result = self.reconcile().await;
-                self.record_health(result.as_ref().err());
-                let retry = match result {
-                    Ok(outcome) => outcome.retry,
-                    Err(error) => {
-                        timer.failed(error.category());
-                        tracing::warn!(
-                            error = &error as &dyn std::error::Error,
-                            "reconcile of the OperatorHub failed; retrying with backoff"
-                        );
-                        true
-                    }
-                };
-                if retry {
-                    failures_in_a_row = failures_in_a_row.saturating_add(1);
-                    backoff(failures_in_a_row)
-                } else {
-                    failures_in_a_row = 0;
-                    self.config.resync
-                }
-            } else {
-                self.config.resync
-            };
-            tokio::select! {
-                () = changed.notified() => {}
-                () = tokio::time::sleep(delay) => {}
-                result = leading.changed() => if result.is_err() { break },
-                () = shutdown.cancelled() => break,
-            }
-        }
+        let resync = self.config.resync;
+        retry::serve_one(self, changed, leading, shutdown, resync).await;
     }
 
     /// Counts failed reconciles in a row for the ClusterOperator status,

@@ -43,7 +43,7 @@ use olm_runtime::{
     cluster_operator::ClusterOperators,
     discovery::served_resource,
     error::kube_error_category,
-    retry::backoff,
+    retry::{self, backoff},
 };
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -505,6 +505,27 @@ struct Reconciler {
     config: SamplesConfig,
 }
 
+impl retry::ReconcileOne for Reconciler {
+    async fn reconcile_once(&mut self, shutdown: &CancellationToken) -> retry::Next {
+        let metrics = self.metrics.clone();
+        let timer = metrics.reconcile.start();
+        match self.reconcile(shutdown).await {
+            Ok(outcome) if outcome.retry => retry::Next::Retry,
+            Ok(outcome) => outcome
+                .requeue_after
+                .map_or(retry::Next::Resync, retry::Next::After),
+            Err(error) => {
+                timer.failed(error.category());
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "reconcile of the samples Config failed; retrying with backoff"
+                );
+                retry::Next::Retry
+            }
+        }
+    }
+}
+
 /// How one reconcile ended, when it did not fail outright.
 #[derive(Debug, Default)]
 struct Outcome {
@@ -545,42 +566,8 @@ impl Reconciler {
         leading: &mut watch::Receiver<bool>,
         shutdown: &CancellationToken,
     ) {
-        let mut failures_in_a_row = 0u32;
-        loop {
-            let delay = if *leading.borrow_and_update() {
-                let metrics = self.metrics.clone();
-                let timer = metrics.reconcile.start();
-                match self.reconcile(shutdown).await {
-                    Ok(outcome) if outcome.retry => {
-                        failures_in_a_row = failures_in_a_row.saturating_add(1);
-                        backoff(failures_in_a_row)
-                    }
-                    Ok(outcome) => {
-                        failures_in_a_row = 0;
-                        outcome
-                            .requeue_after
-                            .map_or(self.config.resync, |after| after.min(self.config.resync))
-                    }
-                    Err(error) => {
-                        timer.failed(error.category());
-                        tracing::warn!(
-                            error = &error as &dyn std::error::Error,
-                            "reconcile of the samples Config failed; retrying with backoff"
-                        );
-                        failures_in_a_row = failures_in_a_row.saturating_add(1);
-                        backoff(failures_in_a_row)
-                    }
-                }
-            } else {
-                self.config.resync
-            };
-            tokio::select! {
-                () = changed.notified() => {}
-                () = tokio::time::sleep(delay) => {}
-                result = leading.changed() => if result.is_err() { break },
-                () = shutdown.cancelled() => break,
-            }
-        }
+        let resync = self.config.resync;
+        retry::serve_one(self, changed, leading, shutdown, resync).await;
     }
 
     #[tracing::instrument(skip_all, fields(config = %self.config.config_name))]
