@@ -424,3 +424,134 @@ async fn an_operator_is_installed_approved_upgraded_and_uninstalled_with_kubectl
     assert!(err.contains("no Subscription for package gadgets"), "{err}");
     services.stop().await;
 }
+
+/// A bundle in a private registry: `kubectl olm preview` pulls it with the
+/// pull secret the catalog names, as bundle-unpacker would. Before the
+/// secret exists the preview says the registry refused; once it exists the
+/// bundle's objects are listed.
+#[tokio::test]
+async fn preview_pulls_a_private_bundle_with_the_catalogs_pull_secret() {
+    use base64::Engine as _;
+    use olm_testkit::registry::{BASIC_AUTH_PASSWORD, BASIC_AUTH_USER, Registry};
+
+    let setup = Setup::new("e2e-preview-private").await;
+    let ns = setup.namespace();
+    let private = Registry::start_with_basic_auth().unwrap();
+    let host = private.host();
+    let spec = BundleSpec::new(&setup.group, "1.0.0");
+    let bundle = spec.load();
+    let image = format!("{host}/private/gadgets-bundle:v1.0.0");
+    let mut built = olm_oci::ImageBuilder::new().labels(bundle.annotations.clone());
+    for (path, bytes) in spec.files() {
+        built = built.add_file(&path, bytes).unwrap();
+    }
+    let pusher = olm_oci::Client::new(
+        olm_oci::ClientOptions::default()
+            .plain_http(&host)
+            .with_credentials(
+                &host,
+                olm_oci::Credentials::basic(BASIC_AUTH_USER, BASIC_AUTH_PASSWORD),
+            ),
+    )
+    .unwrap();
+    pusher
+        .push_image(
+            &olm_oci::Reference::parse(&image).unwrap(),
+            &built.build().unwrap(),
+        )
+        .await
+        .unwrap();
+    let (catalog, _dir) = serve_bundles(&[(&bundle, &image)]).await;
+    let services = start_services_with(ns, &host, ServiceOptions::default()).await;
+    create_catalog(
+        &setup.client,
+        ns,
+        "gadgets-catalog",
+        &catalog.addr().to_string(),
+    )
+    .await;
+    let catalogs: Api<olm_api::catalog_source::CatalogSource> = setup.api();
+    catalogs
+        .patch(
+            "gadgets-catalog",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"secrets": ["gadgets-pull-secret"]}})),
+        )
+        .await
+        .unwrap();
+    let preview = [
+        "preview",
+        "gadgets",
+        "-o",
+        "json",
+        "--insecure-registry",
+        &host,
+        "--catalog",
+        "gadgets-catalog",
+        "--catalog-namespace",
+        ns,
+        "--channel",
+        "stable",
+    ];
+    let resolved = || async {
+        let (code, out, err) = run(ns, &preview).await;
+        let report: serde_json::Value =
+            serde_json::from_str(&out).map_err(|e| format!("{e}: {out}{err}"))?;
+        if code == 0 && report["decision"] == "Resolved" {
+            Ok((report, err))
+        } else {
+            Err(format!("exit {code}: {out}{err}"))
+        }
+    };
+
+    // No secret yet: resolved, but the content is unavailable, in the
+    // registry's words, and the missing secret is named.
+    let (report, err) = eventually("preview resolves", WAIT, resolved).await;
+    let unavailable = report["changes"][0]["unavailable"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        unavailable.contains("401") || unavailable.to_lowercase().contains("unauthorized"),
+        "{report}"
+    );
+    assert!(
+        err.contains("pull secret NS/gadgets-pull-secret not found"),
+        "{err}"
+    );
+
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = setup.api();
+    let auth = base64::engine::general_purpose::STANDARD
+        .encode(format!("{BASIC_AUTH_USER}:{BASIC_AUTH_PASSWORD}"));
+    let body = json!({"auths": {&host: {"auth": auth}}}).to_string();
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "gadgets-pull-secret"},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(body)},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // With it: the bundle's objects, pulled with the catalog's secret.
+    let (report, _) = resolved().await.unwrap();
+    let changes = &report["changes"][0];
+    assert!(changes["unavailable"].is_null(), "{changes}");
+    let objects = changes["objects"].as_array().unwrap();
+    assert!(!objects.is_empty(), "{changes}");
+    assert!(
+        objects
+            .iter()
+            .any(|o| o["kind"] == "ClusterServiceVersion" && o["action"] == "create"),
+        "{changes}"
+    );
+    // The CRD came from the image too: only the pulled manifests hold it.
+    assert_eq!(changes["crds"][0]["verdict"], "create", "{changes}");
+    services.stop().await;
+    olm_e2e::harness::delete_crds(&setup.client, &[spec.crd_name()]).await;
+}

@@ -45,6 +45,7 @@ pub mod image;
 pub mod layer;
 pub mod manifest;
 pub mod policy;
+pub mod pull_secrets;
 pub mod reference;
 
 pub use auth::{Credentials, DockerConfig};

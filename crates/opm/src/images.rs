@@ -43,33 +43,13 @@ pub(crate) fn client_for(
     Ok(Client::new(options)?)
 }
 
-/// Credentials from the files containers tools and Docker write, the later
-/// winning: Docker's `config.json`, then `$XDG_RUNTIME_DIR/containers/auth.json`,
-/// then `$REGISTRY_AUTH_FILE`. Unreadable files are skipped with a warning.
+/// Credentials from the files containers tools and Docker write
+/// ([`olm_oci::pull_secrets::local_auth_files`]); unreadable files are
+/// skipped with a warning.
 fn credentials() -> DockerConfig {
-    let mut files: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = std::env::var_os("DOCKER_CONFIG") {
-        files.push(PathBuf::from(dir).join("config.json"));
-    } else if let Some(home) = std::env::var_os("HOME") {
-        files.push(PathBuf::from(home).join(".docker/config.json"));
-    }
-    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR") {
-        files.push(PathBuf::from(runtime).join("containers/auth.json"));
-    }
-    if let Some(file) = std::env::var_os("REGISTRY_AUTH_FILE") {
-        files.push(PathBuf::from(file));
-    }
-    let mut config = DockerConfig::default();
-    for file in files {
-        let Ok(bytes) = std::fs::read(&file) else {
-            continue;
-        };
-        match DockerConfig::parse(&bytes) {
-            Ok(found) => config.merge(found),
-            Err(error) => {
-                tracing::warn!(file = %file.display(), %error, "ignoring unreadable auth file")
-            }
-        }
+    let (config, notes) = olm_oci::pull_secrets::local_credentials();
+    for note in notes {
+        tracing::warn!(note, "ignoring unreadable auth file");
     }
     config
 }

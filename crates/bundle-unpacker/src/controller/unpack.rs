@@ -2,7 +2,7 @@
 //! catalog's pull secrets, store content or a failure, announce it.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashSet},
+    collections::{BTreeMap, HashSet},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -29,13 +29,13 @@ use crate::{
         content::{self, Content, Owner},
         failure::{self, Failure},
         lookups::UnpackJob,
-        pull_secrets::{self, PullSecret},
         registries,
         retry::{self, Next},
     },
     metrics::{self, UnpackMetrics},
 };
 use olm_api::unpack_policy::{UnpackPolicy, unpack_policy};
+use olm_oci::pull_secrets::{self, PullSecret};
 
 /// How many times a pull that failed for a transient cause (network, 5xx,
 /// 429) is tried within one unpack before the failure is recorded.
@@ -422,30 +422,27 @@ impl Worker {
     /// imagePullSecrets, then the CatalogSource's `spec.secrets` (which win).
     async fn pull_credentials(&self, catalog: &CatalogSource) -> olm_oci::DockerConfig {
         let namespace = catalog.namespace().unwrap_or_default();
-        let mut names: Vec<String> = Vec::new();
         let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &namespace);
-        match accounts.get_opt("default").await {
-            Ok(Some(account)) => names.extend(
-                account
-                    .image_pull_secrets
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|r| r.name)
-                    .filter(|n| !n.is_empty()),
-            ),
-            Ok(None) => {}
+        let account_secrets: Vec<String> = match accounts.get_opt("default").await {
+            Ok(Some(account)) => account
+                .image_pull_secrets
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| r.name)
+                .collect(),
+            Ok(None) => Vec::new(),
             Err(error) => {
-                tracing::debug!(namespace, error = %error, "cannot read the default serviceaccount")
+                tracing::debug!(namespace, error = %error, "cannot read the default serviceaccount");
+                Vec::new()
             }
-        }
-        names.extend(catalog.spec.secrets.iter().cloned());
-        let mut seen = BTreeSet::new();
+        };
+        let names = pull_secrets::secret_names(
+            account_secrets.iter().map(String::as_str),
+            catalog.spec.secrets.iter().map(String::as_str),
+        );
         let secrets_api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
         let mut secrets = Vec::new();
         for name in names {
-            if !seen.insert(name.clone()) {
-                continue;
-            }
             match secrets_api.get_opt(&name).await {
                 Ok(Some(secret)) => secrets.push(PullSecret {
                     name: name.clone(),

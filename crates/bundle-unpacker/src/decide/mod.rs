@@ -5,6 +5,5 @@
 pub mod content;
 pub mod failure;
 pub mod lookups;
-pub mod pull_secrets;
 pub mod registries;
 pub mod retry;

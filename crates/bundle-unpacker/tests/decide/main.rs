@@ -6,6 +6,5 @@
 mod content;
 mod failure;
 mod lookups;
-mod pull_secrets;
 mod registries;
 mod retry;

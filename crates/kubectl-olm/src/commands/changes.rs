@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result, anyhow};
 use k8s_openapi::{
-    api::core::v1::ConfigMap,
+    api::core::v1::{ConfigMap, Secret, ServiceAccount},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
@@ -17,7 +17,7 @@ use kube::{
     api::{ApiResource, DynamicObject, GroupVersionKind, ListParams},
     discovery::Scope,
 };
-use olm_api::{csv::ClusterServiceVersion, install_plan::Step};
+use olm_api::{catalog_source::CatalogSource, csv::ClusterServiceVersion, install_plan::Step};
 use olm_catalog::{
     bundle::{LoadBundleOptions, RegistryBundle},
     unpacked,
@@ -184,7 +184,7 @@ async fn plan_steps(
             csv_json: String::new(),
             objects: image_objects(
                 client,
-                &operator.catalog_namespace,
+                (&operator.catalog_namespace, &operator.catalog),
                 &bundle.bundle_path,
                 sources,
             )
@@ -208,11 +208,73 @@ async fn plan_steps(
     Ok(steps)
 }
 
+/// The credentials a bundle of `catalog` is pulled with: this machine's
+/// auth files, then the pull secrets bundle-unpacker would use (the catalog
+/// namespace's default ServiceAccount's, then the catalog's `spec.secrets`;
+/// later wins). A secret the user may not read is said on stderr and left
+/// out: the pull then goes as far as the other credentials take it.
+async fn pull_credentials(
+    client: &Client,
+    catalog_namespace: &str,
+    catalog: &str,
+) -> olm_oci::DockerConfig {
+    use olm_oci::pull_secrets::{self, PullSecret};
+    let (mut config, notes) = pull_secrets::local_credentials();
+    for note in notes {
+        eprintln!("warning: ignoring an unreadable auth file: {note}");
+    }
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), catalog_namespace);
+    let account_secrets: Vec<String> = match accounts.get_opt("default").await {
+        Ok(found) => found
+            .and_then(|account| account.image_pull_secrets)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.name)
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), catalog_namespace);
+    let catalog_secrets = match catalogs.get_opt(catalog).await {
+        Ok(found) => found.map(|c| c.spec.secrets).unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let names = pull_secrets::secret_names(
+        account_secrets.iter().map(String::as_str),
+        catalog_secrets.iter().map(String::as_str),
+    );
+    let secrets_api: Api<Secret> = Api::namespaced(client.clone(), catalog_namespace);
+    let mut secrets = Vec::new();
+    for name in names {
+        match secrets_api.get_opt(&name).await {
+            Ok(Some(secret)) => secrets.push(PullSecret {
+                name,
+                type_: secret.type_.unwrap_or_default(),
+                data: secret
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(key, value)| (key, value.0))
+                    .collect(),
+            }),
+            Ok(None) => eprintln!("warning: pull secret {catalog_namespace}/{name} not found"),
+            Err(error) => {
+                eprintln!("warning: cannot read pull secret {catalog_namespace}/{name}: {error}");
+            }
+        }
+    }
+    let (from_secrets, notes) = pull_secrets::credentials(&secrets);
+    for note in notes {
+        eprintln!("warning: pull secret ignored: {note}");
+    }
+    config.merge(from_secrets);
+    config
+}
+
 /// A bundle image's manifests: as OLM stored them when it unpacked the
 /// image already (in the catalog's namespace), else pulled.
 async fn image_objects(
     client: &Client,
-    catalog_namespace: &str,
+    (catalog_namespace, catalog): (&str, &str),
     image: &str,
     sources: &ContentSources<'_>,
 ) -> Result<Vec<String>> {
@@ -234,7 +296,10 @@ async fn image_objects(
     }
     let reference = olm_oci::Reference::parse(image)
         .map_err(|error| anyhow!("bundle image {image}: {error}"))?;
-    let mut options = olm_oci::ClientOptions::default();
+    let mut options = olm_oci::ClientOptions {
+        credentials: pull_credentials(client, catalog_namespace, catalog).await,
+        ..olm_oci::ClientOptions::default()
+    };
     for host in sources.insecure_registries {
         options = options.plain_http(host.clone());
     }

@@ -3,11 +3,13 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use bundle_unpacker::decide::pull_secrets::{
-    DOCKER_CONFIG_JSON_KEY, DOCKER_CONFIG_JSON_TYPE, DOCKERCFG_KEY, DOCKERCFG_TYPE, PullSecret,
-    credentials,
+use olm_oci::{
+    Credentials,
+    pull_secrets::{
+        DOCKER_CONFIG_JSON_KEY, DOCKER_CONFIG_JSON_TYPE, DOCKERCFG_KEY, DOCKERCFG_TYPE, PullSecret,
+        credentials, local_auth_files, secret_names,
+    },
 };
-use olm_oci::Credentials;
 
 fn secret(name: &str, type_: &str, key: &str, body: &str) -> PullSecret {
     PullSecret {
@@ -106,4 +108,50 @@ fn an_untyped_secret_is_tried_with_both_keys() {
         config.for_registry("r.fixture"),
         Some(&Credentials::basic("u", "p"))
     );
+}
+
+#[test]
+fn the_service_accounts_secrets_come_first_and_the_catalogs_win() {
+    assert_eq!(
+        secret_names(
+            ["sa-one", "", "shared"],
+            ["shared", "catalog-one", "catalog-one"]
+        ),
+        ["sa-one", "shared", "catalog-one"]
+    );
+    assert!(secret_names([], []).is_empty());
+}
+
+#[test]
+fn local_auth_files_follow_docker_then_containers_then_registry_auth_file() {
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| std::ffi::OsString::from(value))
+        }
+    };
+    let all = local_auth_files(env(&[
+        ("HOME", "/home/fixture"),
+        ("DOCKER_CONFIG", "/etc/docker-fixture"),
+        ("XDG_RUNTIME_DIR", "/run/user/7"),
+        ("REGISTRY_AUTH_FILE", "/tmp/auth-fixture.json"),
+    ]));
+    let text: Vec<String> = all.iter().map(|p| p.display().to_string()).collect();
+    assert_eq!(
+        text,
+        [
+            "/etc/docker-fixture/config.json",
+            "/run/user/7/containers/auth.json",
+            "/tmp/auth-fixture.json"
+        ]
+    );
+    let home_only = local_auth_files(env(&[("HOME", "/home/fixture")]));
+    assert_eq!(
+        home_only,
+        [std::path::PathBuf::from(
+            "/home/fixture/.docker/config.json"
+        )]
+    );
+    assert!(local_auth_files(env(&[])).is_empty());
 }
