@@ -64,8 +64,74 @@ pub(crate) struct ObjectChange {
     pub kind: String,
     /// Its name.
     pub name: String,
-    /// `create`, `update`, or why that cannot be told.
+    /// `create`, `update`, `unchanged`, `present` (a CSV or Subscription
+    /// that exists, which catalog-operator leaves as it is), or why that
+    /// cannot be told.
     pub action: String,
+    /// For an update, the fields it changes ([`changed_fields`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+}
+
+/// The most changed fields listed for one object; more are summed up in a
+/// last entry.
+pub(crate) const MAX_FIELDS_SHOWN: usize = 20;
+
+/// The fields replacing `live` with `desired` changes, as catalog-operator
+/// replaces an object of a step that exists: every value `desired` sets
+/// that `live` does not have, by path (`spec.replicas`,
+/// `metadata.labels["app.kubernetes.io/name"]`), lists compared whole, in
+/// `desired`'s order. Fields `desired` leaves out are not listed: the
+/// server fills those in again. Of the metadata only labels and annotations
+/// are the bundle's; `status` is never applied. At most
+/// [`MAX_FIELDS_SHOWN`], then `... and N more`.
+pub(crate) fn changed_fields(live: &serde_json::Value, desired: &serde_json::Value) -> Vec<String> {
+    fn key(path: &str, key: &str) -> String {
+        let plain = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        match (path.is_empty(), plain) {
+            (true, true) => key.to_owned(),
+            (false, true) => format!("{path}.{key}"),
+            (_, false) => format!("{path}[{key:?}]"),
+        }
+    }
+    fn walk(
+        path: &str,
+        live: Option<&serde_json::Value>,
+        desired: &serde_json::Value,
+        out: &mut Vec<String>,
+    ) {
+        match desired {
+            serde_json::Value::Object(fields) if !fields.is_empty() => {
+                for (name, value) in fields {
+                    if path.is_empty() && ["apiVersion", "kind", "status"].contains(&name.as_str())
+                    {
+                        continue;
+                    }
+                    if path == "metadata" && !["labels", "annotations"].contains(&name.as_str()) {
+                        continue;
+                    }
+                    let child = live.and_then(|l| l.get(name));
+                    walk(&key(path, name), child, value, out);
+                }
+            }
+            leaf => {
+                if live != Some(leaf) {
+                    out.push(path.to_owned());
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", Some(live), desired, &mut out);
+    if out.len() > MAX_FIELDS_SHOWN {
+        let more = out.len() - MAX_FIELDS_SHOWN;
+        out.truncate(MAX_FIELDS_SHOWN);
+        out.push(format!("... and {more} more"));
+    }
+    out
 }
 
 /// One CRD of a plan.
@@ -138,10 +204,12 @@ async fn bundle_changes(
                 if kind == "ClusterServiceVersion" {
                     changes.rbac = rbac_change(client, namespace, operator, &manifest).await;
                 }
+                let (action, fields) = action(client, namespace, step, &manifest).await;
                 changes.objects.push(ObjectChange {
                     kind: kind.to_owned(),
                     name: step.resource.name.clone(),
-                    action: action(client, namespace, step).await,
+                    action,
+                    fields,
                 });
             }
         }
@@ -329,8 +397,14 @@ async fn image_objects(
     Ok(bundle.objects.iter().map(|m| m.json.clone()).collect())
 }
 
-/// Whether applying `step` creates or updates its object.
-async fn action(client: &Client, namespace: &str, step: &Step) -> String {
+/// What applying `step` (its object `desired`) does: create it, or, when it
+/// exists, update the fields [`changed_fields`] lists, or leave it.
+async fn action(
+    client: &Client,
+    namespace: &str,
+    step: &Step,
+    desired: &serde_json::Value,
+) -> (String, Vec<String>) {
     let gvk = GroupVersionKind::gvk(
         &step.resource.group,
         &step.resource.version,
@@ -345,16 +419,31 @@ async fn action(client: &Client, namespace: &str, step: &Step) -> String {
         Ok(found) => found,
         // A kind the cluster does not serve yet (its CRD comes with the
         // bundle): nothing of it exists.
-        Err(_) => return "create".to_owned(),
+        Err(_) => return ("create".to_owned(), Vec::new()),
     };
     let api: Api<DynamicObject> = match capabilities.scope {
         Scope::Namespaced => Api::namespaced_with(client.clone(), namespace, &resource),
         Scope::Cluster => Api::all_with(client.clone(), &resource),
     };
     match api.get_opt(&step.resource.name).await {
-        Ok(Some(_)) => "update".to_owned(),
-        Ok(None) => "create".to_owned(),
-        Err(error) => format!("unknown: {error}"),
+        // catalog-operator creates these or leaves them as they are.
+        Ok(Some(_))
+            if ["ClusterServiceVersion", "Subscription"].contains(&step.resource.kind.as_str()) =>
+        {
+            ("present".to_owned(), Vec::new())
+        }
+        Ok(Some(live)) => {
+            let live = serde_json::to_value(&live).unwrap_or_default();
+            let fields = changed_fields(&live, desired);
+            let action = if fields.is_empty() {
+                "unchanged"
+            } else {
+                "update"
+            };
+            (action.to_owned(), fields)
+        }
+        Ok(None) => ("create".to_owned(), Vec::new()),
+        Err(error) => (format!("unknown: {error}"), Vec::new()),
     }
 }
 
@@ -443,4 +532,89 @@ async fn rbac_change(
         None => None,
     };
     rbac_diff(old.as_ref(), &new)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn live_service() -> serde_json::Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "gadgets",
+                "uid": "live-uid",
+                "resourceVersion": "41",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"app": "gadgets"},
+            },
+            "spec": {
+                "ports": [{"port": 80, "protocol": "TCP"}],
+                "selector": {"app": "gadgets"},
+                // Filled in by the server.
+                "clusterIP": "10.0.0.7",
+                "type": "ClusterIP",
+            },
+            "status": {"loadBalancer": {}},
+        })
+    }
+
+    #[test]
+    fn an_update_lists_the_fields_the_bundle_changes() {
+        let same = json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "gadgets", "labels": {"app": "gadgets"}},
+            "spec": {"ports": [{"port": 80, "protocol": "TCP"}], "selector": {"app": "gadgets"}},
+        });
+        for (case, desired, want) in [
+            ("identical but for server fields", same.clone(), vec![]),
+            (
+                "a changed list is one field",
+                json!({"spec": {"ports": [{"port": 8080, "protocol": "TCP"}]}}),
+                vec!["spec.ports"],
+            ),
+            (
+                "a new label, its key quoted",
+                json!({"metadata": {"labels": {"app": "gadgets", "app.kubernetes.io/name": "g"}}}),
+                vec![r#"metadata.labels["app.kubernetes.io/name"]"#],
+            ),
+            (
+                "server metadata, kind and status are not the bundle's",
+                json!({
+                    "apiVersion": "v2",
+                    "kind": "Other",
+                    "metadata": {"uid": "other", "resourceVersion": "1", "name": "x"},
+                    "status": {"loadBalancer": {"ingress": []}},
+                }),
+                vec![],
+            ),
+            (
+                "a changed type and a new field, in the bundle's order",
+                json!({"spec": {"type": 7, "sessionAffinity": "ClientIP"}}),
+                vec!["spec.type", "spec.sessionAffinity"],
+            ),
+            (
+                "an empty object that replaces a full one",
+                json!({"spec": {"selector": {}}}),
+                vec!["spec.selector"],
+            ),
+        ] {
+            assert_eq!(changed_fields(&live_service(), &desired), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_long_list_of_changes_is_cut_and_counted() {
+        let desired: serde_json::Map<String, serde_json::Value> = (0..MAX_FIELDS_SHOWN + 5)
+            .map(|i| (format!("key{i:02}"), json!(i)))
+            .collect();
+        let fields = changed_fields(&json!({}), &json!({"data": desired}));
+        assert_eq!(fields.len(), MAX_FIELDS_SHOWN + 1);
+        assert_eq!(fields[0], "data.key00");
+        assert_eq!(fields[MAX_FIELDS_SHOWN], "... and 5 more");
+    }
 }

@@ -48,12 +48,14 @@ Catalogs are read from their registry address (spec.address, or the registry Ser
 one that cannot be reached counts as unhealthy, as it would for OLM, and is reported.
 
 For each bundle the report lists the objects its InstallPlan would create or
-update, each CRD with the verdict catalog-operator would reach (create, unchanged,
-update, or refused with the InstallPlan's message: a stored version dropped, or an
-existing custom resource the new schema refuses) and the RBAC its CSV grants and
-takes away beside the CSV it replaces. Bundle content comes from the catalog, from
-what OLM unpacked already, or from the bundle image (anonymously; --insecure-registry
-for plain-HTTP registries).
+update (with the fields an update changes; unchanged, or present for a CSV or
+Subscription OLM leaves as it is), each CRD with the verdict catalog-operator would
+reach (create, unchanged, update, or refused with the InstallPlan's message: a stored
+version dropped, or an existing custom resource the new schema refuses) and the RBAC
+its CSV grants and takes away beside the CSV it replaces. Bundle content comes from
+the catalog, from what OLM unpacked already, or from the bundle image (pulled with the
+catalog's pull secrets and this machine's auth files; --insecure-registry for
+plain-HTTP registries).
 
 Exit status: 0 resolved; 2 bad input; 3 OLM could not resolve it (the conflict is
 printed); 5 the cluster could not be reached or refused a request.";
