@@ -12,9 +12,10 @@
 //!   from `github.com/jaegertracing/jaeger` at [`assets::JAEGER_VERSION`],
 //!   pinned in `xtask/envtest/jaeger/go.mod` (its module has a `replace`, so
 //!   `go install` refuses it), beside Kubernetes with a stamp of its own;
-//! - grpcurl, helm and promtool (the alerts' unit tests) are built from
-//!   their Go modules at [`assets::GRPCURL_VERSION`],
-//!   [`assets::HELM_VERSION`] and [`assets::PROMTOOL_VERSION`], while
+//! - grpcurl, helm, krew (the `kubectl olm` release test) and promtool (the
+//!   alerts' unit tests) are built from their Go modules at
+//!   [`assets::GRPCURL_VERSION`], [`assets::HELM_VERSION`],
+//!   [`assets::KREW_VERSION`] and [`assets::PROMTOOL_VERSION`], while
 //!   Kubernetes builds (each has its own stamp, so adding or bumping one does
 //!   not rebuild the control plane);
 //! - nats-server, the OCI registry and the real node's runtime come from
@@ -87,6 +88,12 @@ const GO_TOOLS: &[GoTool] = &[
         package: "helm.sh/helm/v3/cmd/helm",
         version: assets::HELM_VERSION,
         ldflags: helm_ldflags,
+    },
+    GoTool {
+        name: "krew",
+        package: "sigs.k8s.io/krew/cmd/krew",
+        version: assets::KREW_VERSION,
+        ldflags: String::new,
     },
     GoTool {
         name: "promtool",

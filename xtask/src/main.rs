@@ -7,6 +7,7 @@
 mod dev;
 mod envtest;
 mod image;
+mod krew;
 mod samples_inventory;
 
 use std::{
@@ -42,6 +43,9 @@ enum Task {
     /// Refresh the sample ImageStreams and Templates the samples operator
     /// ships (crates/samples-operator/inventory) from upstream's copy.
     SamplesInventory(samples_inventory::SamplesInventoryArgs),
+    /// Pack `kubectl-olm` for krew (`kubectl-olm_<os>_<arch>.tar.gz`) and fill
+    /// the krew manifest deploy/krew/olm.yaml for a release tag.
+    Krew(krew::KrewArgs),
     /// Run a service against the development cluster of `cargo xtask dev`
     /// (KUBECONFIG defaults to .cache/dev/kubeconfig when it exists).
     Run {
@@ -80,6 +84,7 @@ fn main() -> Result<()> {
         Task::Image(args) => image::build(&args),
         Task::Dev(args) => dev::run(&args),
         Task::SamplesInventory(args) => samples_inventory::refresh(&args),
+        Task::Krew(args) => krew::run(&args),
         Task::Run { service, args } => run(&service, &args),
         Task::Bench {
             scenario,

@@ -24,6 +24,9 @@ pub const HELM_VERSION: &str = "3.19.0";
 /// Prometheus 3.x) whose `promtool test rules` unit-tests the chart's
 /// alerts.
 pub const PROMTOOL_VERSION: &str = "0.316.0";
+/// The krew release that installs `kubectl olm` from its release archive
+/// and manifest in the xtask release test.
+pub const KREW_VERSION: &str = "0.4.3";
 /// The etcd release. It must support watch progress requests (3.5.13 or
 /// newer): Kubernetes 1.34 clients stream lists through them, and Debian
 /// bookworm's etcd 3.4.23 does not.
