@@ -515,9 +515,16 @@ impl RegistryBundle {
     }
 
     /// Related images as `opm render` lists them: the CSV's
-    /// `spec.relatedImages`, then the bundle image and the images of the
-    /// install strategy's containers and init containers not listed yet,
-    /// sorted by image.
+    /// `spec.relatedImages` as written, then the bundle image and the images
+    /// of the install strategy's containers and init containers not listed
+    /// yet, ordered by [`sort_related_images`].
+    ///
+    /// Upstream appends the container images in Go map order, which changes
+    /// from run to run; they are appended here in the order the deployments
+    /// list them. That order only shows when images are listed more than
+    /// once and there are more than 12 entries (see [`sort_related_images`]).
+    /// Like upstream, the bundle image does not count as listed for the
+    /// containers: a container running the bundle image adds it again.
     pub fn related_images(&self, bundle_image: &str) -> Vec<fbc::RelatedImage> {
         let mut images: Vec<fbc::RelatedImage> = self
             .csv
@@ -531,17 +538,13 @@ impl RegistryBundle {
                 ..fbc::RelatedImage::default()
             })
             .collect();
-        let mut seen: BTreeSet<String> = images.iter().map(|r| r.image.clone()).collect();
-        let mut add = |image: &str, images: &mut Vec<fbc::RelatedImage>| {
-            if seen.insert(image.to_owned()) {
-                images.push(fbc::RelatedImage {
-                    image: image.to_owned(),
-                    ..fbc::RelatedImage::default()
-                });
-            }
+        let mut listed: BTreeSet<String> = images.iter().map(|r| r.image.clone()).collect();
+        let unnamed = |image: &str| fbc::RelatedImage {
+            image: image.to_owned(),
+            ..fbc::RelatedImage::default()
         };
-        if !bundle_image.is_empty() {
-            add(bundle_image, &mut images);
+        if !bundle_image.is_empty() && !listed.contains(bundle_image) {
+            images.push(unnamed(bundle_image));
         }
         if self.csv.spec.install.strategy.as_str() == "deployment" {
             for deployment in &self.csv.spec.install.spec.deployments {
@@ -553,11 +556,14 @@ impl RegistryBundle {
                     .into_iter()
                     .flatten();
                 for container in containers.chain(init) {
-                    add(container.image.as_deref().unwrap_or_default(), &mut images);
+                    let image = container.image.as_deref().unwrap_or_default();
+                    if listed.insert(image.to_owned()) {
+                        images.push(unnamed(image));
+                    }
                 }
             }
         }
-        images.sort_by(|a, b| a.image.cmp(&b.image));
+        sort_related_images(&mut images);
         images
     }
 
@@ -594,6 +600,308 @@ impl RegistryBundle {
             replaces: self.replaces().map(str::to_owned),
             skips: self.skips().to_vec(),
             skip_range: self.skip_range().map(str::to_owned),
+        }
+    }
+}
+
+/// Orders related images as `opm render` does: by image, with Go's
+/// `sort.Slice`, which is not stable. Entries sharing an image come out in
+/// the order Go's sort leaves them, which depends on the whole input order:
+/// for at most 12 entries that is the input order (Go sorts short slices by
+/// insertion); beyond, it is what Go's pattern-defeating quicksort does,
+/// followed here step for step. On a list this has already sorted it
+/// changes nothing.
+pub fn sort_related_images(images: &mut [fbc::RelatedImage]) {
+    go_sort::sort_slice(images, |a, b| a.image < b.image);
+}
+
+/// Go's `sort.Slice`: the pattern-defeating quicksort of Go 1.19 and later,
+/// which is deterministic (its pattern breaker's generator is seeded with
+/// the length), followed step for step so that elements that compare equal
+/// end up where Go puts them.
+mod go_sort {
+    /// Slices this short are sorted by insertion.
+    const MAX_INSERTION: usize = 12;
+
+    /// Sorts `data` by `less` as Go's `sort.Slice` does.
+    pub(crate) fn sort_slice<T>(data: &mut [T], less: impl Fn(&T, &T) -> bool) {
+        let limit = usize::BITS - data.len().leading_zeros();
+        let mut sorter = Sorter { data, less };
+        let len = sorter.data.len();
+        sorter.pdqsort(0, len, limit);
+    }
+
+    struct Sorter<'a, T, F> {
+        data: &'a mut [T],
+        less: F,
+    }
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Hint {
+        Unknown,
+        Increasing,
+        Decreasing,
+    }
+
+    impl<T, F: Fn(&T, &T) -> bool> Sorter<'_, T, F> {
+        fn less(&self, i: usize, j: usize) -> bool {
+            (self.less)(&self.data[i], &self.data[j])
+        }
+
+        fn swap(&mut self, i: usize, j: usize) {
+            self.data.swap(i, j);
+        }
+
+        fn insertion_sort(&mut self, a: usize, b: usize) {
+            for i in a + 1..b {
+                let mut j = i;
+                while j > a && self.less(j, j - 1) {
+                    self.swap(j, j - 1);
+                    j -= 1;
+                }
+            }
+        }
+
+        fn sift_down(&mut self, lo: usize, hi: usize, first: usize) {
+            let mut root = lo;
+            loop {
+                let mut child = 2 * root + 1;
+                if child >= hi {
+                    return;
+                }
+                if child + 1 < hi && self.less(first + child, first + child + 1) {
+                    child += 1;
+                }
+                if !self.less(first + root, first + child) {
+                    return;
+                }
+                self.swap(first + root, first + child);
+                root = child;
+            }
+        }
+
+        fn heap_sort(&mut self, a: usize, b: usize) {
+            let first = a;
+            let hi = b - a;
+            for i in (0..=(hi - 1) / 2).rev() {
+                self.sift_down(i, hi, first);
+            }
+            for i in (0..hi).rev() {
+                self.swap(first, first + i);
+                self.sift_down(0, i, first);
+            }
+        }
+
+        fn pdqsort(&mut self, mut a: usize, mut b: usize, mut limit: u32) {
+            let mut was_balanced = true;
+            let mut was_partitioned = true;
+            loop {
+                let length = b - a;
+                if length <= MAX_INSERTION {
+                    self.insertion_sort(a, b);
+                    return;
+                }
+                if limit == 0 {
+                    self.heap_sort(a, b);
+                    return;
+                }
+                if !was_balanced {
+                    self.break_patterns(a, b);
+                    limit -= 1;
+                }
+                let (mut pivot, mut hint) = self.choose_pivot(a, b);
+                if hint == Hint::Decreasing {
+                    self.reverse_range(a, b);
+                    pivot = (b - 1) - (pivot - a);
+                    hint = Hint::Increasing;
+                }
+                if was_balanced
+                    && was_partitioned
+                    && hint == Hint::Increasing
+                    && self.partial_insertion_sort(a, b)
+                {
+                    return;
+                }
+                // Many elements equal to the one before this range: put those
+                // equal to the pivot first and go on with the greater ones.
+                if a > 0 && !self.less(a - 1, pivot) {
+                    a = self.partition_equal(a, b, pivot);
+                    continue;
+                }
+                let (mid, already_partitioned) = self.partition(a, b, pivot);
+                was_partitioned = already_partitioned;
+                let (left, right) = (mid - a, b - mid);
+                let balance_threshold = length / 8;
+                if left < right {
+                    was_balanced = left >= balance_threshold;
+                    self.pdqsort(a, mid, limit);
+                    a = mid + 1;
+                } else {
+                    was_balanced = right >= balance_threshold;
+                    self.pdqsort(mid + 1, b, limit);
+                    b = mid;
+                }
+            }
+        }
+
+        fn partition(&mut self, a: usize, b: usize, pivot: usize) -> (usize, bool) {
+            self.swap(a, pivot);
+            // i and j are signed: j can step below a + 1 when every element
+            // is smaller than the pivot.
+            let (mut i, mut j) = (a as isize + 1, b as isize - 1);
+            let at = |k: isize| k as usize;
+            while i <= j && self.less(at(i), a) {
+                i += 1;
+            }
+            while i <= j && !self.less(at(j), a) {
+                j -= 1;
+            }
+            if i > j {
+                self.swap(at(j), a);
+                return (at(j), true);
+            }
+            self.swap(at(i), at(j));
+            i += 1;
+            j -= 1;
+            loop {
+                while i <= j && self.less(at(i), a) {
+                    i += 1;
+                }
+                while i <= j && !self.less(at(j), a) {
+                    j -= 1;
+                }
+                if i > j {
+                    break;
+                }
+                self.swap(at(i), at(j));
+                i += 1;
+                j -= 1;
+            }
+            self.swap(at(j), a);
+            (at(j), false)
+        }
+
+        fn partition_equal(&mut self, a: usize, b: usize, pivot: usize) -> usize {
+            self.swap(a, pivot);
+            let (mut i, mut j) = (a as isize + 1, b as isize - 1);
+            let at = |k: isize| k as usize;
+            loop {
+                while i <= j && !self.less(a, at(i)) {
+                    i += 1;
+                }
+                while i <= j && self.less(a, at(j)) {
+                    j -= 1;
+                }
+                if i > j {
+                    return at(i);
+                }
+                self.swap(at(i), at(j));
+                i += 1;
+                j -= 1;
+            }
+        }
+
+        fn partial_insertion_sort(&mut self, a: usize, b: usize) -> bool {
+            const MAX_STEPS: usize = 5;
+            const SHORTEST_SHIFTING: usize = 50;
+            let mut i = a + 1;
+            for _ in 0..MAX_STEPS {
+                while i < b && !self.less(i, i - 1) {
+                    i += 1;
+                }
+                if i == b {
+                    return true;
+                }
+                if b - a < SHORTEST_SHIFTING {
+                    return false;
+                }
+                self.swap(i, i - 1);
+                // The smaller one moves left, the greater one right.
+                if i - a >= 2 {
+                    let mut j = i - 1;
+                    while j >= 1 && self.less(j, j - 1) {
+                        self.swap(j, j - 1);
+                        j -= 1;
+                    }
+                }
+                if b - i >= 2 {
+                    let mut j = i + 1;
+                    while j < b && self.less(j, j - 1) {
+                        self.swap(j, j - 1);
+                        j += 1;
+                    }
+                }
+            }
+            false
+        }
+
+        fn break_patterns(&mut self, a: usize, b: usize) {
+            let length = b - a;
+            if length < 8 {
+                return;
+            }
+            let mut random = length as u64;
+            let modulus = 1usize << (usize::BITS - length.leading_zeros());
+            let middle = a + (length / 4) * 2;
+            for idx in middle - 1..=middle + 1 {
+                random ^= random << 13;
+                random ^= random >> 7;
+                random ^= random << 17;
+                let mut other = (random as usize) & (modulus - 1);
+                if other >= length {
+                    other -= length;
+                }
+                self.swap(idx, a + other);
+            }
+        }
+
+        fn choose_pivot(&mut self, a: usize, b: usize) -> (usize, Hint) {
+            const SHORTEST_NINTHER: usize = 50;
+            const MAX_SWAPS: usize = 4 * 3;
+            let l = b - a;
+            let mut swaps = 0;
+            let mut i = a + l / 4;
+            let mut j = a + l / 4 * 2;
+            let mut k = a + l / 4 * 3;
+            if l >= 8 {
+                if l >= SHORTEST_NINTHER {
+                    i = self.median(i - 1, i, i + 1, &mut swaps);
+                    j = self.median(j - 1, j, j + 1, &mut swaps);
+                    k = self.median(k - 1, k, k + 1, &mut swaps);
+                }
+                j = self.median(i, j, k, &mut swaps);
+            }
+            match swaps {
+                0 => (j, Hint::Increasing),
+                MAX_SWAPS => (j, Hint::Decreasing),
+                _ => (j, Hint::Unknown),
+            }
+        }
+
+        /// The two indexes, the one with the smaller element first.
+        fn order2(&self, a: usize, b: usize, swaps: &mut usize) -> (usize, usize) {
+            if self.less(b, a) {
+                *swaps += 1;
+                (b, a)
+            } else {
+                (a, b)
+            }
+        }
+
+        fn median(&self, a: usize, b: usize, c: usize, swaps: &mut usize) -> usize {
+            let (a, b) = self.order2(a, b, swaps);
+            let (b, _) = self.order2(b, c, swaps);
+            let (_, b) = self.order2(a, b, swaps);
+            b
+        }
+
+        fn reverse_range(&mut self, a: usize, b: usize) {
+            let (mut i, mut j) = (a, b - 1);
+            while i < j {
+                self.swap(i, j);
+                i += 1;
+                j -= 1;
+            }
         }
     }
 }
@@ -1417,4 +1725,187 @@ fn derive_properties(
     properties
         .sort_by(|a, b| (a.type_.as_str(), a.value.get()).cmp(&(b.type_.as_str(), b.value.get())));
     Ok(properties)
+}
+
+#[cfg(test)]
+mod related_image_order_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Related images named by their input position.
+    fn numbered(images: &str) -> Vec<fbc::RelatedImage> {
+        images
+            .chars()
+            .enumerate()
+            .map(|(i, image)| fbc::RelatedImage {
+                name: i.to_string(),
+                image: image.to_string(),
+                ..fbc::RelatedImage::default()
+            })
+            .collect()
+    }
+
+    fn positions(images: &[fbc::RelatedImage]) -> Vec<usize> {
+        images.iter().map(|r| r.name.parse().unwrap()).collect()
+    }
+
+    /// Inputs (one image per character) and where Go 1.26's `sort.Slice`
+    /// by image puts each entry, recorded from Go.
+    const GO_ORDERS: &[(&str, &[usize])] = &[
+        // Insertion sort: stable.
+        ("CABAB", &[1, 3, 2, 4, 0]),
+        // 14 entries: one partition, then insertion sorts.
+        (
+            "GGGFEEDDCCBBBA",
+            &[13, 12, 11, 10, 8, 9, 6, 7, 5, 4, 3, 0, 2, 1],
+        ),
+        (
+            "FGCDHFFFHDFCHCCAHHCGHADGHAAEEBDDGHFFHCFE",
+            &[
+                25, 15, 26, 21, 29, 37, 11, 18, 2, 14, 13, 9, 3, 30, 22, 31, 27, 28, 39, 10, 35,
+                38, 34, 5, 6, 7, 0, 23, 1, 19, 32, 33, 24, 12, 17, 20, 36, 4, 16, 8,
+            ],
+        ),
+        // 61 entries, nearly sorted: Tukey's ninther and partial insertion.
+        (
+            "AAAAAABBBKCCCDGDEEENFFDGGHHHHHIIIIIIIJJJKKCLLMMMFNNOOOPPPPPRR",
+            &[
+                0, 1, 2, 3, 4, 5, 8, 7, 6, 42, 10, 11, 12, 22, 13, 15, 16, 17, 18, 21, 20, 48, 14,
+                23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 9, 43,
+                44, 45, 46, 47, 19, 49, 50, 52, 51, 53, 54, 55, 56, 57, 58, 59, 60,
+            ],
+        ),
+        // 101 entries in descending order: reversed first.
+        (
+            r"rppnnnmlkkkjihhgfeddccbbaa````___^^]\\\\\[[ZZZYXVVVUUUTSSRQPOOONMLJJIIIHHGGGFEEEEDDDDDCCCCCCCCBBBBAAA",
+            &[
+                100, 99, 98, 97, 96, 95, 94, 93, 92, 91, 90, 89, 88, 87, 86, 85, 84, 83, 82, 81,
+                80, 79, 78, 77, 76, 75, 74, 73, 72, 71, 70, 69, 68, 67, 66, 65, 64, 63, 62, 61, 60,
+                59, 58, 57, 56, 55, 54, 51, 53, 52, 49, 50, 48, 47, 46, 45, 44, 43, 41, 42, 40, 39,
+                38, 37, 36, 35, 34, 33, 30, 32, 31, 26, 28, 27, 29, 24, 25, 23, 22, 21, 20, 19, 18,
+                17, 16, 15, 14, 13, 12, 11, 9, 10, 8, 7, 6, 5, 4, 3, 2, 1, 0,
+            ],
+        ),
+    ];
+
+    #[test]
+    fn ties_end_where_gos_sort_puts_them() {
+        for (input, expected) in GO_ORDERS {
+            let mut images = numbered(input);
+            sort_related_images(&mut images);
+            assert_eq!(positions(&images), *expected, "{input}");
+        }
+    }
+
+    proptest! {
+        /// Sorted by image, nothing lost, stable up to 12 entries, and a
+        /// second sort changes nothing (render sorts bundles it has already
+        /// sorted).
+        #[test]
+        fn sorting_orders_by_image_and_is_idempotent(images in "[A-F]{0,80}") {
+            let mut sorted = numbered(&images);
+            sort_related_images(&mut sorted);
+            prop_assert!(sorted.windows(2).all(|w| w[0].image <= w[1].image));
+            let mut seen = positions(&sorted);
+            seen.sort_unstable();
+            prop_assert_eq!(seen, (0..images.len()).collect::<Vec<_>>());
+            if images.len() <= 12 {
+                let mut stable = numbered(&images);
+                stable.sort_by(|a, b| a.image.cmp(&b.image));
+                prop_assert_eq!(&sorted, &stable);
+            }
+            let once = sorted.clone();
+            sort_related_images(&mut sorted);
+            prop_assert_eq!(sorted, once);
+        }
+    }
+
+    const ANNOTATIONS: &str = "annotations:
+  operators.operatorframework.io.bundle.mediatype.v1: registry+v1
+  operators.operatorframework.io.bundle.manifests.v1: manifests/
+  operators.operatorframework.io.bundle.metadata.v1: metadata/
+  operators.operatorframework.io.bundle.package.v1: widget
+  operators.operatorframework.io.bundle.channels.v1: stable
+";
+
+    fn bundle(related: &str, containers: &[&str]) -> RegistryBundle {
+        let containers: String = containers
+            .iter()
+            .enumerate()
+            .map(|(i, image)| format!("              - {{name: c{i}, image: {image}}}\n"))
+            .collect();
+        let csv = format!(
+            "apiVersion: operators.coreos.com/v1alpha1
+kind: ClusterServiceVersion
+metadata:
+  name: widget.v1.0.0
+spec:
+  version: 1.0.0
+  relatedImages: {related}
+  install:
+    strategy: deployment
+    spec:
+      deployments:
+      - name: widget
+        spec:
+          template:
+            spec:
+              containers:
+{containers}"
+        );
+        RegistryBundle::load_files(
+            [
+                ("manifests/csv.yaml".to_owned(), csv.into_bytes()),
+                (
+                    "metadata/annotations.yaml".to_owned(),
+                    ANNOTATIONS.as_bytes().to_vec(),
+                ),
+            ],
+            &LoadBundleOptions::new(),
+        )
+        .unwrap()
+    }
+
+    fn pairs(images: &[fbc::RelatedImage]) -> Vec<(&str, &str)> {
+        images
+            .iter()
+            .map(|r| (r.name.as_str(), r.image.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn the_csvs_images_then_the_bundle_and_containers_sorted_by_image() {
+        let b = bundle(
+            "[{name: b, image: img-b}, {name: a2, image: img-a}, {name: a1, image: img-a}]",
+            &["img-c", "img-b", "img-c"],
+        );
+        assert_eq!(
+            pairs(&b.related_images("img-bundle")),
+            [
+                ("a2", "img-a"),
+                ("a1", "img-a"),
+                ("b", "img-b"),
+                ("", "img-bundle"),
+                ("", "img-c"),
+            ]
+        );
+        // No image, no bundle entry.
+        assert_eq!(b.related_images("").len(), 4);
+    }
+
+    #[test]
+    fn a_container_running_the_bundle_image_adds_it_again_as_upstream_does() {
+        let b = bundle("[]", &["img-bundle"]);
+        assert_eq!(
+            pairs(&b.related_images("img-bundle")),
+            [("", "img-bundle"), ("", "img-bundle")]
+        );
+        // Listed in the CSV, it is not added at all.
+        let b = bundle("[{name: self, image: img-bundle}]", &["img-bundle"]);
+        assert_eq!(
+            pairs(&b.related_images("img-bundle")),
+            [("self", "img-bundle")]
+        );
+    }
 }

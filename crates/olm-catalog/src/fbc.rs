@@ -37,6 +37,7 @@ use crate::{
         Budget, FileError, FoundFile, canonical_root, list_files, normalize_relative_path,
         read_file,
     },
+    go_json,
     graph::{self, ChannelEntry, GraphError},
     limits::Limits,
     location::Origin,
@@ -1131,6 +1132,101 @@ impl Bundle {
         Ok(self.objects()?.into_iter().find(|o| {
             serde_json::from_str::<KindOnly>(o).is_ok_and(|k| k.kind == "ClusterServiceVersion")
         }))
+    }
+}
+
+impl Catalog {
+    /// Rewrites the catalog's JSON as upstream's loader leaves it, so that
+    /// writing it back ([`crate::render`]) gives `opm render`'s bytes.
+    ///
+    /// Upstream decodes every document into a Go `map[string]interface{}`
+    /// and encodes it again (with HTML escaping off) before decoding it into
+    /// its types, so property values, unknown fields and documents of other
+    /// schemas come out of `opm render` re-encoded, not as written: keys
+    /// sorted, strings decoded and escaped Go's way, numbers as `float64`
+    /// (see [`go_json::reencode`]). Fields read into strings need nothing
+    /// here; the writer escapes them. The icon, a `[]byte` upstream, is
+    /// decoded from base64 and encoded again, which drops the line breaks a
+    /// YAML block scalar leaves; base64 Go cannot decode is an error, as it
+    /// is upstream's.
+    pub fn reencode_like_go(&mut self, limits: &Limits) -> Result<(), LoadError> {
+        let depth = limits.max_nesting_depth;
+        let fail = |origin: &Origin, field: Option<String>, message: String| {
+            let location = match field {
+                Some(field) => origin.field(field),
+                None => origin.location(),
+            };
+            LoadError::from(DocumentError::new(location, invalid(message)))
+        };
+        let reencode = |raw: &mut Box<RawValue>| -> Result<(), String> {
+            let text = go_json::reencode(raw.get(), false, depth).map_err(|e| e.to_string())?;
+            *raw = RawValue::from_string(text).map_err(|e| e.to_string())?;
+            Ok(())
+        };
+        let extras = |extra: &mut ExtraFields, origin: &Origin, path: &str| {
+            for (key, value) in extra.iter_mut() {
+                reencode(value).map_err(|m| fail(origin, Some(join(path, key)), m))?;
+            }
+            Ok::<_, LoadError>(())
+        };
+        let properties = |properties: &mut [Property], origin: &Origin| {
+            for (i, p) in properties.iter_mut().enumerate() {
+                let path = format!("properties[{i}]");
+                reencode(&mut p.value)
+                    .map_err(|m| fail(origin, Some(format!("{path}.value")), m))?;
+                for (key, value) in &mut p.extra {
+                    reencode(value).map_err(|m| fail(origin, Some(join(&path, key)), m))?;
+                }
+            }
+            Ok::<_, LoadError>(())
+        };
+        for p in &mut self.packages {
+            if let Some(icon) = &mut p.icon {
+                icon.base64data = go_json::reencode_base64(&icon.base64data)
+                    .map_err(|e| fail(&p.origin, Some("icon.base64data".into()), e.to_string()))?;
+                for (key, value) in &mut icon.extra {
+                    *value = go_json::reencode(value, false, depth)
+                        .map_err(|e| fail(&p.origin, Some(join("icon", key)), e.to_string()))?;
+                }
+            }
+            properties(&mut p.properties, &p.origin)?;
+            extras(&mut p.extra, &p.origin, "")?;
+        }
+        for c in &mut self.channels {
+            for (i, extra) in &mut c.entry_extras {
+                extras(extra, &c.origin, &format!("entries[{i}]"))?;
+            }
+            properties(&mut c.properties, &c.origin)?;
+            extras(&mut c.extra, &c.origin, "")?;
+        }
+        for b in &mut self.bundles {
+            properties(&mut b.properties, &b.origin)?;
+            for (i, r) in b.related_images.iter_mut().enumerate() {
+                extras(&mut r.extra, &b.origin, &format!("relatedImages[{i}]"))?;
+            }
+            extras(&mut b.extra, &b.origin, "")?;
+        }
+        for d in &mut self.deprecations {
+            for (i, e) in d.entries.iter_mut().enumerate() {
+                let path = format!("entries[{i}]");
+                extras(&mut e.extra, &d.origin, &path)?;
+                extras(&mut e.reference_extra, &d.origin, &join(&path, "reference"))?;
+            }
+            extras(&mut d.extra, &d.origin, "")?;
+        }
+        for m in &mut self.others {
+            reencode(&mut m.blob).map_err(|message| fail(&m.origin, None, message))?;
+        }
+        Ok(())
+    }
+}
+
+/// `path.key`, or `key` at the top.
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
     }
 }
 

@@ -1,10 +1,14 @@
-//! JSON text exactly as Go's `encoding/json` writes a `map[string]interface{}`:
-//! keys sorted, compact, Go's string escapes and number formatting.
+//! JSON text exactly as Go's `encoding/json` writes it: object keys sorted,
+//! compact, Go's string escapes and number formatting.
 //!
-//! `opm render` builds `olm.bundle.object` values and dependency property
-//! values by decoding manifests into Go maps and encoding them again, so to
-//! produce the same bytes (and the same property order, which upstream sorts
-//! by value text) this crate must encode the same way.
+//! Two places need it. `opm render` builds `olm.bundle.object` values and
+//! dependency property values by decoding manifests into Go maps and
+//! encoding them again ([`to_string`]), so to produce the same bytes (and the
+//! same property order, which upstream sorts by value text) this crate must
+//! encode the same way. And upstream's catalog loader decodes every document
+//! into a `map[string]interface{}` and encodes it again before anything else
+//! reads it ([`reencode`], [`reencode_base64`]), so what `opm render` writes
+//! for a catalog is that re-encoding, not the text of the file.
 
 use serde_json::{Number, Value};
 
@@ -51,8 +55,7 @@ fn write_value(out: &mut String, value: &Value, escape_html: bool) {
     }
 }
 
-/// Go's float64 formatting: the shortest representation, in `%f` style for
-/// magnitudes in [1e-6, 1e21) and `%e` style (`1e+21`, `1e-7`) otherwise.
+/// An integer as itself; any other number as Go writes a `float64`.
 fn write_number(out: &mut String, n: &Number) {
     if let Some(i) = n.as_i64() {
         out.push_str(&i.to_string());
@@ -62,30 +65,76 @@ fn write_number(out: &mut String, n: &Number) {
         out.push_str(&u.to_string());
         return;
     }
-    let f = n.as_f64().unwrap_or(0.0);
-    let abs = f.abs();
-    if abs == 0.0 || (1e-6..1e21).contains(&abs) {
-        out.push_str(&format!("{f}"));
-        return;
-    }
-    let e = format!("{f:e}");
-    let (mantissa, exponent) = e.split_once('e').unwrap_or((&e, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    out.push_str(mantissa);
-    out.push('e');
-    if exponent < 0 {
-        out.push('-');
-        out.push_str(&(-exponent).to_string());
-    } else {
-        out.push('+');
-        if exponent < 10 {
-            out.push('0');
-        }
-        out.push_str(&exponent.to_string());
-    }
+    write_float(out, n.as_f64().unwrap_or(0.0));
 }
 
-fn write_string(out: &mut String, s: &str, escape_html: bool) {
+/// Go's float64 formatting: the shortest digits that read back as the same
+/// value (the closest such digits, ties to even, as Ryū finds them, which
+/// Go's `strconv` and serde_json both use), in `%f` style for magnitudes in
+/// [1e-6, 1e21) (and zero, `-0` included) and `%e` style (`1e+21`, `1e-7`)
+/// otherwise. Go refuses to encode infinities and NaN; they are written as
+/// `null` here.
+pub fn write_float(out: &mut String, f: f64) {
+    if !f.is_finite() {
+        out.push_str("null");
+        return;
+    }
+    if f == 0.0 {
+        out.push_str(if f.is_sign_negative() { "-0" } else { "0" });
+        return;
+    }
+    // serde_json writes Ryū's shortest digits, as `1.5e300`, `1e-7` or
+    // `123.25`; take the digits and the exponent from that.
+    let ryu = serde_json::Number::from_f64(f).map_or_else(String::new, |n| n.to_string());
+    let (sign, unsigned) = match ryu.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", ryu.as_str()),
+    };
+    let (mantissa, exponent) = unsigned.split_once(['e', 'E']).unwrap_or((unsigned, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all: String = format!("{int_part}{frac_part}");
+    // value = 0.DIGITS * 10^point
+    let leading = all.len() - all.trim_start_matches('0').len();
+    let digits = all.trim_start_matches('0').trim_end_matches('0');
+    let point = int_part.len() as i32 - leading as i32 + exponent;
+    out.push_str(sign);
+    let abs = f.abs();
+    if (1e-6..1e21).contains(&abs) {
+        if point <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-point) as usize));
+            out.push_str(digits);
+        } else if point as usize >= digits.len() {
+            out.push_str(digits);
+            out.extend(std::iter::repeat_n('0', point as usize - digits.len()));
+        } else {
+            out.push_str(&digits[..point as usize]);
+            out.push('.');
+            out.push_str(&digits[point as usize..]);
+        }
+        return;
+    }
+    out.push_str(&digits[..1]);
+    if digits.len() > 1 {
+        out.push('.');
+        out.push_str(&digits[1..]);
+    }
+    let exponent = point - 1;
+    out.push('e');
+    out.push(if exponent < 0 { '-' } else { '+' });
+    // Go writes at least two exponent digits, then trims `e-07` to `e-7`
+    // (a positive exponent here is at least 21).
+    out.push_str(&exponent.unsigned_abs().to_string());
+}
+
+/// Writes `s` as a JSON string the way Go does: `"` and `\` escaped,
+/// `\b`, `\f`, `\n`, `\r`, `\t` for those control characters and `\u00XX`
+/// for the others, U+2028 and U+2029 always escaped (they end lines in
+/// JavaScript), `<`, `>` and `&` escaped only when `escape_html` is set, and
+/// everything else (DEL and all non-ASCII included) as UTF-8. Go also writes
+/// invalid UTF-8 as `\ufffd`; a Rust string holds none.
+pub fn write_string(out: &mut String, s: &str, escape_html: bool) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
     for c in s.chars() {
@@ -115,8 +164,406 @@ fn write_string(out: &mut String, s: &str, escape_html: bool) {
     out.push('"');
 }
 
+/// Why a JSON text could not be re-encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReencodeError {
+    /// The text is not JSON.
+    #[error("invalid json at byte {offset}")]
+    Syntax {
+        /// Where the text stops being JSON.
+        offset: usize,
+    },
+    /// A number is too large for a `float64`, which Go refuses to decode.
+    #[error("cannot unmarshal number {number} into Go value of type float64")]
+    NumberOutOfRange {
+        /// The number as written.
+        number: String,
+    },
+    /// Arrays and objects are nested deeper than allowed.
+    #[error("nesting is deeper than the limit of {limit} levels")]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// The JSON text `json` as Go's `encoding/json` writes it after decoding it
+/// into an `interface{}`, which is what upstream's catalog loader does to
+/// every document: whitespace dropped; object keys sorted by bytes, the last
+/// of repeated keys kept; every number a `float64` (`1.0` is `1`, `1e3` is
+/// `1000`, integers beyond 2^53 rounded, out-of-range numbers refused);
+/// every string decoded (`\u00e9` and `\/` become `é` and `/`, an unpaired
+/// surrogate escape becomes U+FFFD) and written again by [`write_string`].
+/// `max_depth` bounds the nesting of arrays and objects.
+pub fn reencode(json: &str, escape_html: bool, max_depth: usize) -> Result<String, ReencodeError> {
+    let mut parser = Parser {
+        text: json.as_bytes(),
+        at: 0,
+        max_depth,
+    };
+    let value = parser.value(0)?;
+    parser.skip_space();
+    if parser.at != parser.text.len() {
+        return Err(ReencodeError::Syntax { offset: parser.at });
+    }
+    let mut out = String::with_capacity(json.len());
+    value.write(&mut out, escape_html);
+    Ok(out)
+}
+
+/// A JSON value as Go decodes it into an `interface{}`.
+enum GoValue {
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Array(Vec<GoValue>),
+    Object(std::collections::BTreeMap<String, GoValue>),
+}
+
+impl GoValue {
+    fn write(&self, out: &mut String, escape_html: bool) {
+        match self {
+            Self::Null => out.push_str("null"),
+            Self::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Self::Number(f) => write_float(out, *f),
+            Self::String(s) => write_string(out, s, escape_html),
+            Self::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    item.write(out, escape_html);
+                }
+                out.push(']');
+            }
+            Self::Object(map) => {
+                out.push('{');
+                // A BTreeMap of Strings is in byte order, as Go sorts keys.
+                for (i, (key, value)) in map.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_string(out, key, escape_html);
+                    out.push(':');
+                    value.write(out, escape_html);
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+struct Parser<'a> {
+    text: &'a [u8],
+    at: usize,
+    max_depth: usize,
+}
+
+impl Parser<'_> {
+    fn syntax(&self) -> ReencodeError {
+        ReencodeError::Syntax { offset: self.at }
+    }
+
+    fn skip_space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.text.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], value: GoValue) -> Result<GoValue, ReencodeError> {
+        if self.text[self.at..].starts_with(word) {
+            self.at += word.len();
+            Ok(value)
+        } else {
+            Err(self.syntax())
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<GoValue, ReencodeError> {
+        self.skip_space();
+        match self.text.get(self.at) {
+            Some(b'n') => self.literal(b"null", GoValue::Null),
+            Some(b't') => self.literal(b"true", GoValue::Bool(true)),
+            Some(b'f') => self.literal(b"false", GoValue::Bool(false)),
+            Some(b'"') => self.string().map(GoValue::String),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b'[') => {
+                let depth = self.enter(depth)?;
+                let mut items = Vec::new();
+                self.skip_space();
+                if self.text.get(self.at) == Some(&b']') {
+                    self.at += 1;
+                    return Ok(GoValue::Array(items));
+                }
+                loop {
+                    items.push(self.value(depth)?);
+                    self.skip_space();
+                    match self.text.get(self.at) {
+                        Some(b',') => self.at += 1,
+                        Some(b']') => {
+                            self.at += 1;
+                            return Ok(GoValue::Array(items));
+                        }
+                        _ => return Err(self.syntax()),
+                    }
+                }
+            }
+            Some(b'{') => {
+                let depth = self.enter(depth)?;
+                let mut map = std::collections::BTreeMap::new();
+                self.skip_space();
+                if self.text.get(self.at) == Some(&b'}') {
+                    self.at += 1;
+                    return Ok(GoValue::Object(map));
+                }
+                loop {
+                    self.skip_space();
+                    if self.text.get(self.at) != Some(&b'"') {
+                        return Err(self.syntax());
+                    }
+                    let key = self.string()?;
+                    self.skip_space();
+                    if self.text.get(self.at) != Some(&b':') {
+                        return Err(self.syntax());
+                    }
+                    self.at += 1;
+                    // Go stores each key in its map as it comes: the last wins.
+                    map.insert(key, self.value(depth)?);
+                    self.skip_space();
+                    match self.text.get(self.at) {
+                        Some(b',') => self.at += 1,
+                        Some(b'}') => {
+                            self.at += 1;
+                            return Ok(GoValue::Object(map));
+                        }
+                        _ => return Err(self.syntax()),
+                    }
+                }
+            }
+            _ => Err(self.syntax()),
+        }
+    }
+
+    /// Steps into an array or object at `self.at`.
+    fn enter(&mut self, depth: usize) -> Result<usize, ReencodeError> {
+        if depth >= self.max_depth {
+            return Err(ReencodeError::TooDeep {
+                limit: self.max_depth,
+            });
+        }
+        self.at += 1;
+        Ok(depth + 1)
+    }
+
+    fn number(&mut self) -> Result<GoValue, ReencodeError> {
+        let start = self.at;
+        let digits = |p: &mut Self| {
+            let from = p.at;
+            while let Some(b'0'..=b'9') = p.text.get(p.at) {
+                p.at += 1;
+            }
+            p.at > from
+        };
+        if self.text.get(self.at) == Some(&b'-') {
+            self.at += 1;
+        }
+        if self.text.get(self.at) == Some(&b'0') {
+            self.at += 1;
+        } else if !digits(self) {
+            return Err(self.syntax());
+        }
+        if self.text.get(self.at) == Some(&b'.') {
+            self.at += 1;
+            if !digits(self) {
+                return Err(self.syntax());
+            }
+        }
+        if let Some(b'e' | b'E') = self.text.get(self.at) {
+            self.at += 1;
+            if let Some(b'+' | b'-') = self.text.get(self.at) {
+                self.at += 1;
+            }
+            if !digits(self) {
+                return Err(self.syntax());
+            }
+        }
+        // The lexeme is ASCII, and Rust's parse rounds correctly, as Go's
+        // strconv.ParseFloat does.
+        let lexeme = std::str::from_utf8(&self.text[start..self.at]).unwrap_or_default();
+        match lexeme.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(GoValue::Number(f)),
+            _ => Err(ReencodeError::NumberOutOfRange {
+                number: lexeme.to_owned(),
+            }),
+        }
+    }
+
+    /// The code unit of a `\uXXXX` escape at `at`, if there is one.
+    fn hex4(&self, at: usize) -> Option<u32> {
+        if self.text.get(at..at + 2) != Some(b"\\u") {
+            return None;
+        }
+        let digits = self.text.get(at + 2..at + 6)?;
+        digits
+            .iter()
+            .try_fold(0, |unit, &d| Some(unit << 4 | char::from(d).to_digit(16)?))
+    }
+
+    fn string(&mut self) -> Result<String, ReencodeError> {
+        self.at += 1;
+        let mut out = Vec::new();
+        loop {
+            let run = self.at;
+            while let Some(&b) = self.text.get(self.at) {
+                if b == b'"' || b == b'\\' || b < 0x20 {
+                    break;
+                }
+                self.at += 1;
+            }
+            out.extend_from_slice(&self.text[run..self.at]);
+            match self.text.get(self.at) {
+                Some(b'"') => {
+                    self.at += 1;
+                    // The input is a str and escapes add whole characters.
+                    return String::from_utf8(out).map_err(|_| self.syntax());
+                }
+                Some(b'\\') => {}
+                _ => return Err(self.syntax()),
+            }
+            let simple = match self.text.get(self.at + 1) {
+                Some(b'"') => Some(b'"'),
+                Some(b'\\') => Some(b'\\'),
+                Some(b'/') => Some(b'/'),
+                Some(b'b') => Some(0x08),
+                Some(b'f') => Some(0x0c),
+                Some(b'n') => Some(b'\n'),
+                Some(b'r') => Some(b'\r'),
+                Some(b't') => Some(b'\t'),
+                Some(b'u') => None,
+                _ => return Err(self.syntax()),
+            };
+            if let Some(b) = simple {
+                out.push(b);
+                self.at += 2;
+                continue;
+            }
+            let unit = self.hex4(self.at).ok_or_else(|| self.syntax())?;
+            self.at += 6;
+            let c = if (0xd800..0xe000).contains(&unit) {
+                // Go pairs a high surrogate with a following low one and
+                // replaces anything else by U+FFFD, leaving what follows.
+                match self.hex4(self.at) {
+                    Some(low) if unit < 0xdc00 && (0xdc00..0xe000).contains(&low) => {
+                        self.at += 6;
+                        char::from_u32(0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00))
+                    }
+                    _ => None,
+                }
+            } else {
+                char::from_u32(unit)
+            };
+            let c = c.unwrap_or(char::REPLACEMENT_CHARACTER);
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        }
+    }
+}
+
+/// Why base64 text could not be decoded, as Go's `encoding/base64` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("illegal base64 data at input byte {offset}")]
+pub struct Base64Error {
+    /// The byte offset Go reports.
+    pub offset: usize,
+}
+
+/// Decodes `text` as Go's `encoding/json` decodes a JSON string into a
+/// `[]byte`: `base64.StdEncoding.Decode`, which wants the standard alphabet
+/// with `=` padding, skips `\r` and `\n` anywhere, and accepts non-zero
+/// bits after the last encoded byte. Errors name the byte offset Go names.
+pub fn decode_base64(text: &str) -> Result<Vec<u8>, Base64Error> {
+    let src = text.as_bytes();
+    let sextet = |c: u8| -> Option<u32> {
+        match c {
+            b'A'..=b'Z' => Some(u32::from(c - b'A')),
+            b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
+            b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
+            b'+' => Some(62),
+            b'/' => Some(63),
+            _ => None,
+        }
+    };
+    let skip_newlines = |mut at: usize| {
+        while let Some(b'\n' | b'\r') = src.get(at) {
+            at += 1;
+        }
+        at
+    };
+    let mut out = Vec::with_capacity(src.len() / 4 * 3);
+    let mut at = 0;
+    // One quantum of up to four characters at a time.
+    loop {
+        let mut quantum = [0u32; 4];
+        let mut count = 0;
+        let mut padded = false;
+        while count < 4 {
+            let Some(&c) = src.get(at) else {
+                if count == 0 {
+                    return Ok(out);
+                }
+                // Go counts back over the characters of this quantum only,
+                // whatever newlines came between them.
+                return Err(Base64Error { offset: at - count });
+            };
+            at += 1;
+            if let Some(v) = sextet(c) {
+                quantum[count] = v;
+                count += 1;
+                continue;
+            }
+            if c == b'\n' || c == b'\r' {
+                continue;
+            }
+            if c != b'=' || count < 2 {
+                return Err(Base64Error { offset: at - 1 });
+            }
+            if count == 2 {
+                // "==" is needed; the first is read.
+                at = skip_newlines(at);
+                match src.get(at) {
+                    None => return Err(Base64Error { offset: src.len() }),
+                    Some(b'=') => at += 1,
+                    Some(_) => return Err(Base64Error { offset: at - 1 }),
+                }
+            }
+            at = skip_newlines(at);
+            if at < src.len() {
+                return Err(Base64Error { offset: at });
+            }
+            padded = true;
+            break;
+        }
+        let bits = quantum[0] << 18 | quantum[1] << 12 | quantum[2] << 6 | quantum[3];
+        let bytes = [(bits >> 16) as u8, (bits >> 8) as u8, bits as u8];
+        out.extend_from_slice(&bytes[..count - 1]);
+        if padded {
+            return Ok(out);
+        }
+    }
+}
+
+/// Base64 text as upstream's loader leaves it: decoded by
+/// [`decode_base64`] and encoded again with the standard padded alphabet,
+/// on one line.
+pub fn reencode_base64(text: &str) -> Result<String, Base64Error> {
+    use base64::Engine as _;
+    Ok(base64::engine::general_purpose::STANDARD.encode(decode_base64(text)?))
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
@@ -154,6 +601,248 @@ mod tests {
             (json!(u64::MAX), "18446744073709551615"),
         ] {
             assert_eq!(to_string(&value, true), expected, "{value}");
+        }
+    }
+
+    /// float64 values and what Go's encoding/json writes for them (recorded
+    /// from Go 1.26).
+    #[test]
+    fn floats_format_like_go() {
+        for (input, expected) in [
+            // Two shortest candidates, ...254.2 and ...254.3, equally near:
+            // Go (Ryū) takes the even one, Rust's `Display` the other.
+            ("1059438285926254.2", "1059438285926254.2"),
+            ("1e21", "1e+21"),
+            ("999999999999999999999", "1e+21"),
+            ("1e20", "100000000000000000000"),
+            ("1e-7", "1e-7"),
+            ("0.000001", "0.000001"),
+            ("-2.5e-10", "-2.5e-10"),
+            ("12345678901234567890", "12345678901234567000"),
+            ("9007199254740993", "9007199254740992"),
+            ("-0", "-0"),
+            ("5e-324", "5e-324"),
+            ("2.2250738585072014e-308", "2.2250738585072014e-308"),
+            ("1.7976931348623157e308", "1.7976931348623157e+308"),
+            ("0.30000000000000004", "0.30000000000000004"),
+            ("1E2", "100"),
+            ("1.0", "1"),
+        ] {
+            let mut out = String::new();
+            write_float(&mut out, input.parse().unwrap());
+            assert_eq!(out, expected, "{input}");
+            assert_eq!(reencode(input, false, 1).unwrap(), expected, "{input}");
+        }
+    }
+
+    /// Each escape class, as Go decodes a JSON string and encodes it again.
+    #[test]
+    fn strings_are_decoded_and_escaped_again_like_go() {
+        for (input, html_off, html_on) in [
+            (r#""\u00e9""#, "\"é\"", "\"é\""),
+            (r#""\/""#, r#""/""#, r#""/""#),
+            (
+                r#""\u003c<\u003e>\u0026&""#,
+                r#""<<>>&&""#,
+                r#""\u003c\u003c\u003e\u003e\u0026\u0026""#,
+            ),
+            (
+                "\"\u{2028}\\u2029\"",
+                r#""\u2028\u2029""#,
+                r#""\u2028\u2029""#,
+            ),
+            (
+                r#""\u0001\u001f""#,
+                r#""\u0001\u001f""#,
+                r#""\u0001\u001f""#,
+            ),
+            (
+                r#""\u0008\u000c\u000a\u000d\u0009""#,
+                r#""\b\f\n\r\t""#,
+                r#""\b\f\n\r\t""#,
+            ),
+            (r#""\"\\""#, r#""\"\\""#, r#""\"\\""#),
+            ("\"\\u007f\"", "\"\u{7f}\"", "\"\u{7f}\""),
+            (r#""\ud83d\ude00""#, "\"😀\"", "\"😀\""),
+            // Unpaired surrogates become U+FFFD; what follows is kept.
+            (r#""\ud800""#, "\"\u{fffd}\"", "\"\u{fffd}\""),
+            (r#""\udc00x""#, "\"\u{fffd}x\"", "\"\u{fffd}x\""),
+            (r#""\ud800\u0041""#, "\"\u{fffd}A\"", "\"\u{fffd}A\""),
+            (r#""\ud800\ud800\udc00""#, "\"\u{fffd}𐀀\"", "\"\u{fffd}𐀀\""),
+        ] {
+            assert_eq!(reencode(input, false, 1).unwrap(), html_off, "{input}");
+            assert_eq!(reencode(input, true, 1).unwrap(), html_on, "{input}");
+        }
+    }
+
+    #[test]
+    fn objects_are_sorted_and_the_last_repeated_key_wins() {
+        assert_eq!(
+            reencode(
+                r#" { "b" : 1 , "a" : [ 2 , { } , [ ] ] , "b" : 3 , "\u00e9" : null , "B" : true } "#,
+                false,
+                3
+            )
+            .unwrap(),
+            r#"{"B":true,"a":[2,{},[]],"b":3,"é":null}"#
+        );
+    }
+
+    #[test]
+    fn what_go_refuses_is_refused() {
+        assert_eq!(
+            reencode("[1e400]", false, 2),
+            Err(ReencodeError::NumberOutOfRange {
+                number: "1e400".into()
+            })
+        );
+        assert_eq!(
+            reencode("[[1]]", false, 1),
+            Err(ReencodeError::TooDeep { limit: 1 })
+        );
+        for bad in [
+            "",
+            "{",
+            "[1,]",
+            "01",
+            "1.",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "\"\\u+123\"",
+            "nul",
+            "1 2",
+        ] {
+            assert!(
+                matches!(reencode(bad, false, 5), Err(ReencodeError::Syntax { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    /// Base64 as Go's encoding/json decodes a `[]byte` and encodes it again,
+    /// or the error it gives (recorded from Go 1.26).
+    #[test]
+    fn base64_is_decoded_and_encoded_again_like_go() {
+        for (input, expected) in [
+            ("", Ok("")),
+            ("aGVsbG8=", Ok("aGVsbG8=")),
+            ("aGVsbG8=\n", Ok("aGVsbG8=")),
+            ("aGVs\nbG8=\n", Ok("aGVsbG8=")),
+            ("\r\naGVsbG8=\r\n", Ok("aGVsbG8=")),
+            ("\n", Ok("")),
+            ("YR==", Ok("YQ==")),
+            ("abcdefghij==", Ok("abcdefghig==")),
+            ("ab=\n=", Ok("aQ==")),
+            ("ab\n\n=\n\n=\n", Ok("aQ==")),
+            ("abc\n=", Ok("abc=")),
+            ("aGVsbG8", Err(4)),
+            ("aGVsbG8==", Err(8)),
+            ("aGVsbA=", Err(7)),
+            ("YQ=", Err(3)),
+            ("Y===", Err(1)),
+            ("====", Err(0)),
+            ("abc", Err(0)),
+            ("ab=d", Err(2)),
+            ("ab=\n", Err(4)),
+            ("a\n", Err(1)),
+            ("aGVs bG8=", Err(4)),
+            ("!!not base64", Err(0)),
+            ("aGVsbG8=\nx", Err(9)),
+            ("YQ==YQ==", Err(4)),
+            ("aGVsbG8-", Err(7)),
+            ("abcdefgh\nij", Err(9)),
+        ] {
+            let got = reencode_base64(input);
+            match expected {
+                Ok(text) => assert_eq!(got.as_deref(), Ok(text), "{input:?}"),
+                Err(offset) => {
+                    assert_eq!(got, Err(Base64Error { offset }), "{input:?}");
+                    assert_eq!(
+                        got.unwrap_err().to_string(),
+                        format!("illegal base64 data at input byte {offset}")
+                    );
+                }
+            }
+        }
+    }
+
+    /// JSON values with every kind of string and number this crate meets.
+    pub(crate) fn json_value() -> impl Strategy<Value = Value> {
+        let string = prop_oneof![
+            any::<String>(),
+            "[a-z<>&\"\\\\/\u{7f}\u{e9}\u{2028}\u{2029}\u{1F600}\u{0}-\u{1f}]{0,12}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-(1i64 << 53)..(1i64 << 53)).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            string.clone().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(string.clone(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// JSON text with every character outside printable ASCII written as a
+    /// `\uXXXX` escape (surrogate pairs beyond the BMP), as some tools write.
+    pub(crate) fn ascii_json(value: &Value) -> String {
+        let mut out = String::new();
+        for c in serde_json::to_string(value).unwrap().chars() {
+            if c.is_ascii() && !c.is_ascii_control() {
+                out.push(c);
+            } else {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+        out
+    }
+
+    /// Equal as JSON values, numbers compared as float64 (as Go reads them),
+    /// give or take the last bit serde_json's fast float parsing may get
+    /// wrong.
+    pub(crate) fn same_value(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) => {
+                let (x, y) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
+                x == y || (x - y).abs() <= 2.0 * f64::EPSILON * x.abs().max(y.abs())
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_value(p, q))
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len()
+                    && x.iter()
+                        .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+            }
+            _ => a == b,
+        }
+    }
+
+    proptest! {
+        /// Whatever the escaping of the input, the output is compact JSON of
+        /// the same value, in Go's canonical form (so re-encoding it again
+        /// changes nothing), and only U+2028 and U+2029 are escaped among
+        /// printable characters.
+        #[test]
+        fn reencoding_keeps_the_value(value in json_value()) {
+            for input in [serde_json::to_string(&value).unwrap(), ascii_json(&value)] {
+                let out = reencode(&input, false, 10).unwrap();
+                let back: Value = serde_json::from_str(&out).unwrap();
+                prop_assert!(same_value(&back, &value), "{} -> {}", input, out);
+                prop_assert_eq!(reencode(&out, false, 10).unwrap(), out.clone());
+                let separators = ['\u{2028}', '\u{2029}'];
+                prop_assert!(!out.contains(separators), "{}", out);
+            }
         }
     }
 }

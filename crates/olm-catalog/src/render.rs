@@ -7,9 +7,11 @@
 //! of other schemas without a package come last. JSON is indented with four
 //! spaces like Go's `json.Encoder` (raw values are re-indented too); YAML
 //! documents each start with `---`. Known fields are written in upstream's
-//! order with upstream's omissions; unknown fields follow them, and documents
-//! of other schemas are written exactly as they were read (in JSON) or as
-//! their YAML rendering.
+//! order with upstream's omissions and Go's string escapes (HTML escaping
+//! off); unknown fields follow them. Raw values (property values, unknown
+//! fields, documents of other schemas) are written as they are held: for
+//! `opm render`'s bytes, re-encode a loaded catalog first with
+//! [`Catalog::reencode_like_go`], as upstream's loader re-encodes it.
 
 use std::{
     collections::BTreeMap,
@@ -152,6 +154,10 @@ impl Doc<'_> {
         }
     }
 
+    /// The document as Go's encoder writes it with HTML escaping off: typed
+    /// fields as strings, raw values (property values, unknown fields,
+    /// documents of other schemas) as they are, since Go only compacts a
+    /// `json.RawMessage`.
     fn compact_json(&self) -> Result<String, RenderError> {
         let result = match self {
             Self::Package(p) => serde_json::to_string(p),
@@ -160,11 +166,27 @@ impl Doc<'_> {
             Self::Deprecation(d) => serde_json::to_string(d),
             Self::Meta(m) => return Ok(m.blob.get().to_owned()),
         };
-        result.map_err(|e| RenderError::Convert {
-            document: self.describe(),
-            message: e.to_string(),
-        })
+        result
+            .map(escape_line_separators)
+            .map_err(|e| RenderError::Convert {
+                document: self.describe(),
+                message: e.to_string(),
+            })
     }
+}
+
+/// serde_json escapes strings as Go does with HTML escaping off (`\b`,
+/// `\f`, `\n`, `\r`, `\t`, `\u00XX` for other control characters, `<>&`
+/// as they are) except U+2028 and U+2029, which Go always escapes. They can
+/// only occur inside strings, so escaping every one in the text is exact.
+/// (Raw values re-encoded by [`Catalog::reencode_like_go`] or built by
+/// [`crate::go_json`] hold none.)
+fn escape_line_separators(json: String) -> String {
+    if !json.contains(['\u{2028}', '\u{2029}']) {
+        return json;
+    }
+    json.replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 fn documents(catalog: &Catalog) -> Vec<Doc<'_>> {
@@ -669,5 +691,193 @@ data: {x: 1}
             write_dir(&bad, Format::Json, dir.path()),
             Err(RenderError::PackageName { .. })
         ));
+    }
+
+    /// Loads one JSON file, re-encodes it as upstream's loader does and
+    /// renders it as JSON.
+    fn render_json(text: &str) -> Result<String, String> {
+        let limits = Limits::default();
+        let mut catalog =
+            Catalog::load_file("c.json", text.as_bytes(), &limits).map_err(|e| e.to_string())?;
+        catalog
+            .reencode_like_go(&limits)
+            .map_err(|e| e.to_string())?;
+        to_string(&catalog, Format::Json).map_err(|e| e.to_string())
+    }
+
+    /// Escape classes: how a string's content is written in the source
+    /// JSON, and how Go's encoder (HTML escaping off) writes it back.
+    const ESCAPES: &[(&str, &str)] = &[
+        (r"\u00e9", "é"),
+        ("é", "é"),
+        (r"\u00E9\u0301", "\u{e9}\u{301}"),
+        (r"\/", "/"),
+        (r"\u003c\u003e\u0026", "<>&"),
+        ("<>&", "<>&"),
+        (r"\u2028\u2029", r"\u2028\u2029"),
+        ("\u{2028}\u{2029}", r"\u2028\u2029"),
+        (r"\u0001\u001f", r"\u0001\u001f"),
+        (r"\u0008\u000c\u000a\u000d\u0009", r"\b\f\n\r\t"),
+        (r"\b\f\n\r\t", r"\b\f\n\r\t"),
+        (r#"\"\\"#, r#"\"\\"#),
+        (r"\u007f", "\u{7f}"),
+        ("\u{7f}", "\u{7f}"),
+        (r"\ud83d\ude00", "😀"),
+        (r"\uFEFF", "\u{feff}"),
+    ];
+
+    /// Where a string sits in a document: typed strings (re-escaped when
+    /// written) and raw values (re-encoded when loaded).
+    const FIELDS: &[(&str, &str)] = &[
+        (
+            "package description (typed)",
+            r#"{"schema":"olm.package","name":"p","defaultChannel":"s","description":"X"}"#,
+        ),
+        (
+            "bundle image (typed)",
+            r#"{"schema":"olm.bundle","name":"b","package":"p","image":"X"}"#,
+        ),
+        (
+            "channel entry skips (typed)",
+            r#"{"schema":"olm.channel","name":"s","package":"p","entries":[{"name":"b","skips":["X"]}]}"#,
+        ),
+        (
+            "related image name (typed)",
+            r#"{"schema":"olm.bundle","name":"b","package":"p","image":"i","relatedImages":[{"name":"X","image":"i"}]}"#,
+        ),
+        (
+            "deprecation message (typed)",
+            r#"{"schema":"olm.deprecations","package":"p","entries":[{"reference":{"schema":"olm.package"},"message":"X"}]}"#,
+        ),
+        (
+            "property value (raw)",
+            r#"{"schema":"olm.bundle","name":"b","package":"p","image":"i","properties":[{"type":"t","value":{"k":"X"}}]}"#,
+        ),
+        (
+            "property value key (raw)",
+            r#"{"schema":"olm.bundle","name":"b","package":"p","image":"i","properties":[{"type":"t","value":{"X":1}}]}"#,
+        ),
+        (
+            "unknown field (raw)",
+            r#"{"schema":"olm.package","name":"p","defaultChannel":"s","vendor":["X"]}"#,
+        ),
+        (
+            "document of another schema (raw)",
+            r#"{"schema":"vendor.thing","package":"p","k":"X"}"#,
+        ),
+    ];
+
+    #[test]
+    fn every_escape_class_in_every_kind_of_field_is_written_as_go_writes_it() {
+        for (field, template) in FIELDS {
+            for (source, expected) in ESCAPES {
+                let text = template.replace('X', &format!("a{source}z"));
+                let rendered = render_json(&text).unwrap_or_else(|e| panic!("{field}: {e}"));
+                assert!(
+                    rendered.contains(&format!("\"a{expected}z\"")),
+                    "{field}, {source:?}: expected {expected:?} in\n{rendered}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn raw_values_take_gos_other_decodings() {
+        let rendered = render_json(
+            r#"{"schema":"vendor.thing","package":"p","s":"\ud800 \udc00x \ud800\u0041",
+                "n":[1.0,1e3,-0,12345678901234567890,1e-7,1e21,0.10],"k":2,"k":3,"B":{"z":[],"a":{}}}"#,
+        )
+        .unwrap();
+        let compact: String = rendered.split_whitespace().collect();
+        assert_eq!(
+            compact,
+            r#"{"B":{"a":{},"z":[]},"k":3,"n":[1,1000,-0,12345678901234567000,1e-7,1e+21,0.1],"package":"p","s":"��x�A","schema":"vendor.thing"}"#
+        );
+        // Go refuses a number beyond float64, and so does the re-encoding.
+        let err = render_json(r#"{"schema":"vendor.thing","n":1e400}"#).unwrap_err();
+        assert!(err.contains("cannot unmarshal number 1e400"), "{err}");
+    }
+
+    #[test]
+    fn icons_are_decoded_and_encoded_again() {
+        let limits = Limits::default();
+        let yaml = "schema: olm.package\nname: p\ndefaultChannel: s\nicon:\n  base64data: |\n    aGVs\n    bG8=\n  mediatype: text/plain\n";
+        let mut catalog = Catalog::load_file("c.yaml", yaml.as_bytes(), &limits).unwrap();
+        assert_eq!(
+            catalog.packages[0].icon.as_ref().unwrap().base64data,
+            "aGVs\nbG8=\n"
+        );
+        catalog.reencode_like_go(&limits).unwrap();
+        let json = to_string(&catalog, Format::Json).unwrap();
+        assert!(json.contains("\"base64data\": \"aGVsbG8=\""), "{json}");
+        // Non-zero trailing bits are accepted and dropped, as Go's decoder does.
+        let json = render_json(
+            r#"{"schema":"olm.package","name":"p","defaultChannel":"s","icon":{"base64data":"YR==","mediatype":""}}"#,
+        )
+        .unwrap();
+        assert!(json.contains("\"base64data\": \"YQ==\""), "{json}");
+        let err = render_json(
+            r#"{"schema":"olm.package","name":"p","defaultChannel":"s","icon":{"base64data":"aGVsbG8","mediatype":""}}"#,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("icon.base64data: illegal base64 data at input byte 4"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn values_built_in_go_form_are_written_as_they_are() {
+        // A bundle rendered from a bundle directory carries values that Go's
+        // json.Marshal wrote, HTML escaped: they are written untouched, while
+        // the typed strings next to them are not HTML escaped.
+        let mut catalog = Catalog::default();
+        catalog.bundles.push(Bundle {
+            name: "b<1>".into(),
+            package: "p".into(),
+            image: "i\u{2028}".into(),
+            properties: vec![Property::from_json("t", r#"{"k":"\u003cx\u003e\u2028"}"#).unwrap()],
+            ..Bundle::default()
+        });
+        let json = to_string(&catalog, Format::Json).unwrap();
+        assert!(json.contains(r#""name": "b<1>""#), "{json}");
+        assert!(json.contains(r#""image": "i\u2028""#), "{json}");
+        assert!(json.contains(r#""k": "\u003cx\u003e\u2028""#), "{json}");
+    }
+
+    proptest::proptest! {
+        /// Whatever the source escapes, the rendered catalog reads back as
+        /// the same values: typed strings equal, raw values equal as JSON
+        /// (numbers as float64).
+        #[test]
+        fn rendered_catalogs_read_back_as_the_values_read(
+            description in proptest::prelude::any::<String>(),
+            value in crate::go_json::tests::json_value(),
+            ascii in proptest::prelude::any::<bool>(),
+        ) {
+            use crate::go_json::tests::{ascii_json, same_value};
+            use serde_json::{Value, json};
+            let encode = |v: &Value| if ascii { ascii_json(v) } else { v.to_string() };
+            let text = format!(
+                "{}\n{}",
+                encode(&json!({
+                    "schema": "olm.package", "name": "p", "defaultChannel": "s",
+                    "description": description,
+                    "properties": [{"type": "t", "value": value}],
+                })),
+                encode(&json!({"schema": "vendor.thing", "package": "p", "v": value})),
+            );
+            let rendered = render_json(&text).unwrap();
+            let docs: Vec<Value> = serde_json::Deserializer::from_str(&rendered)
+                .into_iter()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            proptest::prop_assert_eq!(docs.len(), 2);
+            // An empty description is left out, as Go's omitempty does.
+            let read = docs[0].get("description").and_then(Value::as_str).unwrap_or_default();
+            proptest::prop_assert_eq!(read, description.as_str());
+            proptest::prop_assert!(same_value(&docs[0]["properties"][0]["value"], &value));
+            proptest::prop_assert!(same_value(&docs[1]["v"], &value));
+        }
     }
 }

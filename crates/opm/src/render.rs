@@ -5,8 +5,8 @@ use std::{path::Path, process::ExitCode};
 
 use anyhow::{Context as _, bail};
 use olm_catalog::{
-    bundle::{LoadBundleOptions, Payload, RegistryBundle},
-    fbc::{Bundle, Catalog},
+    bundle::{LoadBundleOptions, Payload, RegistryBundle, sort_related_images},
+    fbc::{Bundle, Catalog, LoadOptions},
     render::{self, Format},
 };
 
@@ -119,7 +119,7 @@ impl Renderer<'_> {
                     if !self.allowed.catalog_dirs {
                         bail!("cannot render declarative config directory: not allowed");
                     }
-                    Ok(Catalog::load_dir(path)?)
+                    load_catalog(path)
                 }
             }
             Ok(_) => bail!("ref {reference:?} is not a directory: not allowed"),
@@ -134,7 +134,7 @@ impl Renderer<'_> {
             if !self.allowed.catalog_images {
                 bail!("cannot render declarative config image: not allowed");
             }
-            return Ok(Catalog::load_dir(unpacked.subdir(configs)?)?);
+            return load_catalog(&unpacked.subdir(configs)?);
         }
         if labels.contains_key(BUNDLE_PACKAGE_LABEL) {
             let bundle = load_bundle_image(&unpacked)?;
@@ -156,9 +156,22 @@ impl Renderer<'_> {
     }
 }
 
+/// A catalog directory as upstream's loader leaves it: every document
+/// re-encoded the way Go's `encoding/json` does (see
+/// [`Catalog::reencode_like_go`]), so that it is written as upstream writes
+/// it.
+fn load_catalog(dir: &Path) -> anyhow::Result<Catalog> {
+    let options = LoadOptions::default();
+    let mut catalog = Catalog::load_dir_with(dir, &options)?;
+    catalog.reencode_like_go(&options.limits)?;
+    Ok(catalog)
+}
+
 /// What upstream's render does to every bundle it outputs: bundle objects
 /// and CSV metadata move to the end of the properties, and related images
-/// are sorted by image.
+/// are sorted by image with Go's unstable sort
+/// ([`olm_catalog::bundle::sort_related_images`], which leaves the lists of
+/// bundles rendered here, sorted already, as they are).
 pub(crate) fn normalise_bundles(catalog: &mut Catalog) {
     for bundle in &mut catalog.bundles {
         let (mut others, objects): (Vec<_>, Vec<_>) = std::mem::take(&mut bundle.properties)
@@ -169,7 +182,7 @@ pub(crate) fn normalise_bundles(catalog: &mut Catalog) {
             });
         others.extend(objects);
         bundle.properties = others;
-        bundle.related_images.sort_by(|a, b| a.image.cmp(&b.image));
+        sort_related_images(&mut bundle.related_images);
     }
 }
 

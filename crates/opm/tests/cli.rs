@@ -169,6 +169,48 @@ fn render_catalog_directory_round_trips() {
     assert_eq!(documents(&stdout(&output)).len(), 5);
 }
 
+/// Catalogs come out as upstream's loader and writer leave them: every
+/// escape class in typed strings and raw values, numbers as float64, keys
+/// of raw values sorted, the icon's base64 from a YAML block scalar
+/// re-encoded. The expected bytes were written by upstream's `declcfg` code
+/// (load, then `WriteJSON`) built with Go 1.26; `tests/upstream.rs` compares
+/// with upstream's binary too.
+#[test]
+fn render_writes_catalogs_byte_for_byte_as_upstream() {
+    let output = opm(&["render", fixture("catalog-escapes").to_str().unwrap()]);
+    assert_exit(&output, 0);
+    let expected = std::fs::read(fixture("catalog-escapes-rendered.json")).unwrap();
+    if output.stdout != expected {
+        let (ours, theirs) = (stdout(&output), String::from_utf8(expected).unwrap());
+        let line = ours
+            .lines()
+            .zip(theirs.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        panic!(
+            "line {}: ours {:?} / upstream {:?}",
+            line + 1,
+            ours.lines().nth(line),
+            theirs.lines().nth(line)
+        );
+    }
+}
+
+/// Upstream refuses an icon whose base64 Go cannot decode, and so do we,
+/// naming the field and Go's offset.
+#[test]
+fn render_refuses_an_icon_that_is_not_base64() {
+    let output = opm(&["render", fixture("catalog-bad-icon").to_str().unwrap()]);
+    assert_exit(&output, 1);
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bad/catalog.yaml")
+            && stderr.contains("icon.base64data: illegal base64 data at input byte 4"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn render_refuses_bad_input() {
     let file = fixture("bundle/metadata/annotations.yaml");
