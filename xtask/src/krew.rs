@@ -34,10 +34,12 @@ pub(crate) struct KrewArgs {
     /// -p kubectl-olm` builds one for this machine.
     #[arg(long)]
     binary: Option<PathBuf>,
-    /// Where the archive and `olm.yaml` go; archives of other platforms
-    /// already there are listed in the manifest too.
-    #[arg(long, default_value = "target/krew")]
-    out: PathBuf,
+    /// Where the archive and `olm.yaml` go (default `target/krew/<tag>`,
+    /// so an archive of another tag is never signed for this one);
+    /// archives of other platforms already there are listed in the
+    /// manifest too.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: &KrewArgs) -> Result<()> {
@@ -46,7 +48,10 @@ pub(crate) fn run(args: &KrewArgs) -> Result<()> {
         Some(binary) => binary.clone(),
         None => build_release()?,
     };
-    let out = workspace_root().join(&args.out);
+    let out = match &args.out {
+        Some(out) => workspace_root().join(out),
+        None => workspace_root().join("target/krew").join(&args.tag),
+    };
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let (os, arch) = host_platform()?;
     let archive = out.join(archive_name(os, arch));
@@ -99,6 +104,9 @@ fn check_tag(tag: &str) -> Result<()> {
     {
         bail!("the tag {tag:?} is not v<major>.<minor>.<patch>");
     }
+    if parts.iter().any(|p| p.len() > 1 && p.starts_with('0')) {
+        bail!("the tag {tag:?} has a number with a leading zero, which semantic versions forbid");
+    }
     Ok(())
 }
 
@@ -117,11 +125,12 @@ fn build_release() -> Result<PathBuf> {
 
 /// This machine's platform in krew's (Go's) words.
 fn host_platform() -> Result<(&'static str, &'static str)> {
+    // The manifest names linux and darwin only (a Windows archive would
+    // need `kubectl-olm.exe`).
     let os = match std::env::consts::OS {
         "linux" => "linux",
         "macos" => "darwin",
-        "windows" => "windows",
-        other => bail!("no krew platform for the OS {other}"),
+        other => bail!("no krew platform of the manifest for the OS {other}"),
     };
     let arch = match std::env::consts::ARCH {
         "x86_64" => "amd64",
@@ -286,7 +295,9 @@ mod tests {
         for good in ["v0.1.0", "v1.22.333", "v1.0.0-rc.1", "v1.0.0+build.5"] {
             assert!(check_tag(good).is_ok(), "{good}");
         }
-        for bad in ["0.1.0", "v0.1", "v0.1.x", "v.1.0", "v1..0", ""] {
+        for bad in [
+            "0.1.0", "v0.1", "v0.1.x", "v.1.0", "v1..0", "v01.0.0", "v1.00.1", "",
+        ] {
             assert!(check_tag(bad).is_err(), "{bad}");
         }
     }
@@ -424,7 +435,7 @@ mod tests {
         run(&KrewArgs {
             tag: "v0.1.0".to_owned(),
             binary: Some(binary),
-            out: out.clone(),
+            out: Some(out.clone()),
         })
         .unwrap();
         let (os, arch) = host_platform().unwrap();

@@ -140,6 +140,11 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let mut registry = MetricsRegistry::default();
     let metrics = UnpackMetrics::register(&mut registry);
+    // The bus's counters, exported once it is connected.
+    let bus_metrics = olm_bus::metrics::BusCollector::new();
+    registry
+        .component(bundle_unpacker::metrics::PREFIX)
+        .register_collector(Box::new(bus_metrics.clone()));
     let client = cli
         .kube
         .client_for(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
@@ -150,6 +155,7 @@ async fn main() -> anyhow::Result<()> {
     let admin =
         AdminServer::from_args(&cli.admin, &client, Arc::new(registry), readiness.clone()).await?;
     let bus = Bus::connect(&cli.bus, SERVICE_NAME).await?;
+    bus_metrics.attach(&bus);
 
     let mut tasks = TaskSet::new(shutdown.clone());
     tasks.spawn("admin-server", admin.serve(shutdown.clone()));

@@ -160,6 +160,11 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let mut registry = MetricsRegistry::default();
     let metrics = CatalogMetrics::register(&mut registry);
+    // The bus's counters, exported once it is connected.
+    let bus_metrics = olm_bus::metrics::BusCollector::new();
+    registry
+        .component("catalog_operator")
+        .register_collector(Box::new(bus_metrics.clone()));
     let kube_config = cli
         .kube
         .config_for(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
@@ -171,6 +176,7 @@ async fn main() -> anyhow::Result<()> {
     let admin =
         AdminServer::from_args(&cli.admin, &client, Arc::new(registry), readiness.clone()).await?;
     let bus = Bus::connect(&cli.bus, SERVICE_NAME).await?;
+    bus_metrics.attach(&bus);
 
     let mut tasks = TaskSet::new(shutdown.clone());
     tasks.spawn("admin-server", admin.serve(shutdown.clone()));

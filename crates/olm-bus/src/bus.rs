@@ -115,6 +115,8 @@ pub enum Published {
 pub struct BusStats {
     /// Events sent or stored.
     pub published: u64,
+    /// Events and work requests received and decoded.
+    pub received: u64,
     /// Events dropped because NATS was not connected.
     pub dropped: u64,
     /// Publishes that failed or timed out.
@@ -135,6 +137,7 @@ pub(crate) struct Link {
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
     published: AtomicU64,
+    received: AtomicU64,
     dropped: AtomicU64,
     publish_errors: AtomicU64,
     decode_errors: AtomicU64,
@@ -145,6 +148,10 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn count_decode_error(&self) {
         self.decode_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_received(&self) {
+        self.received.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -317,6 +324,7 @@ impl Bus {
         let shared = &inner.shared;
         BusStats {
             published: shared.published.load(Ordering::Relaxed),
+            received: shared.received.load(Ordering::Relaxed),
             dropped: shared.dropped.load(Ordering::Relaxed),
             publish_errors: shared.publish_errors.load(Ordering::Relaxed),
             decode_errors: shared.decode_errors.load(Ordering::Relaxed),
@@ -587,10 +595,12 @@ impl<E: Event> Stream for Subscription<E> {
                     message.headers.as_ref(),
                     &message.payload,
                 );
-                if received.is_err()
-                    && let Some(shared) = &this.shared
-                {
-                    shared.count_decode_error();
+                if let Some(shared) = &this.shared {
+                    if received.is_ok() {
+                        shared.count_received();
+                    } else {
+                        shared.count_decode_error();
+                    }
                 }
                 received
             })

@@ -52,6 +52,7 @@ pub mod auth;
 pub mod bus;
 mod error;
 pub mod events;
+pub mod metrics;
 pub mod streams;
 pub mod subjects;
 pub mod trace;

@@ -342,12 +342,15 @@ async fn work_item<E: WorkRequest>(
         message.headers.as_ref(),
         &message.payload,
     ) {
-        Ok(received) => Ok(WorkItem {
-            received,
-            message,
-            consumer: consumer.to_owned(),
-            delivered,
-        }),
+        Ok(received) => {
+            shared.count_received();
+            Ok(WorkItem {
+                received,
+                message,
+                consumer: consumer.to_owned(),
+                delivered,
+            })
+        }
         Err(err) => {
             shared.count_decode_error();
             tracing::warn!(consumer, error = %err, "terminating a work request that cannot be decoded");

@@ -15,6 +15,10 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest wait after failed reconciles.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5 * 60);
 
+/// The shortest wait a reconcile may ask for with [`Next::After`], so that
+/// a plan asking for "now" cannot spin the loop.
+pub const MIN_REQUEUE: Duration = Duration::from_millis(500);
+
 /// The wait after `failures` failed reconciles in a row.
 pub fn backoff(failures: u32) -> Duration {
     let exponent = failures.saturating_sub(1).min(16);
@@ -26,8 +30,8 @@ pub fn backoff(failures: u32) -> Duration {
 pub enum Next {
     /// Converged: look again at the resync period, or on a change.
     Resync,
-    /// Converged, but look again after this long (at most the resync
-    /// period).
+    /// Converged, but look again after this long (at least
+    /// [`MIN_REQUEUE`], at most the resync period).
     After(Duration),
     /// Failed, or met a stale cache: back off and try again.
     Retry,
@@ -43,7 +47,7 @@ pub fn next_wait(next: Next, failures_in_a_row: &mut u32, resync: Duration) -> D
         }
         Next::After(after) => {
             *failures_in_a_row = 0;
-            after.min(resync)
+            after.clamp(MIN_REQUEUE, resync.max(MIN_REQUEUE))
         }
         Next::Resync => {
             *failures_in_a_row = 0;
@@ -74,6 +78,9 @@ pub async fn serve_one(
 ) {
     let mut failures_in_a_row = 0u32;
     loop {
+        if shutdown.is_cancelled() {
+            break;
+        }
         let wait = if *leading.borrow_and_update() {
             let next = reconciler.reconcile_once(shutdown).await;
             next_wait(next, &mut failures_in_a_row, resync)
@@ -81,10 +88,13 @@ pub async fn serve_one(
             resync
         };
         tokio::select! {
+            // Shutdown first: a change noted meanwhile must not start
+            // another reconcile.
+            biased;
+            () = shutdown.cancelled() => break,
             () = changed.notified() => {}
             () = tokio::time::sleep(wait) => {}
             result = leading.changed() => if result.is_err() { break },
-            () = shutdown.cancelled() => break,
         }
     }
 }
@@ -117,14 +127,28 @@ mod tests {
             Next::After(Duration::from_secs(30)),
             Next::Retry,
             Next::After(Duration::from_secs(3600)),
+            Next::After(Duration::ZERO),
             Next::Resync,
         ]
         .into_iter()
         .map(|next| next_wait(next, &mut failures, resync))
         .collect();
-        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
-        // A success resets the backoff; After is capped by the resync.
-        assert_eq!(secs, [1, 2, 4, 30, 1, 600, 600]);
+        let millis: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
+        // A success resets the backoff; After is held between MIN_REQUEUE
+        // and the resync.
+        assert_eq!(
+            millis,
+            [
+                1000,
+                2000,
+                4000,
+                30_000,
+                1000,
+                600_000,
+                MIN_REQUEUE.as_millis(),
+                600_000
+            ]
+        );
         assert_eq!(failures, 0);
     }
 
@@ -235,6 +259,45 @@ mod tests {
             .await
             .expect("stops at shutdown")
             .expect("no panic");
+    }
+
+    /// A change noted during the last reconcile does not start another one
+    /// once shutdown is asked for.
+    #[tokio::test(start_paused = true)]
+    async fn a_pending_change_does_not_outlive_shutdown() {
+        let changed = Arc::new(Notify::new());
+        let (_lead, mut leading) = watch::channel(true);
+        let shutdown = CancellationToken::new();
+        let calls = Calls::default();
+        let mut scripted = Scripted {
+            start: Instant::now(),
+            calls: calls.clone(),
+            answers: Vec::new(),
+        };
+        let task = {
+            let (changed, shutdown) = (changed.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                serve_one(
+                    &mut scripted,
+                    &changed,
+                    &mut leading,
+                    &shutdown,
+                    Duration::from_secs(600),
+                )
+                .await;
+            })
+        };
+        settle().await;
+        assert_eq!(calls.seconds().len(), 1);
+        for _ in 0..20 {
+            changed.notify_one();
+        }
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .expect("stops at shutdown")
+            .expect("no panic");
+        assert_eq!(calls.seconds().len(), 1, "no reconcile after shutdown");
     }
 
     #[tokio::test(start_paused = true)]

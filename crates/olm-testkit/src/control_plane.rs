@@ -140,7 +140,8 @@ pub fn set_control_plane(plane: ControlPlane) -> Result<&'static ControlPlane, E
     Ok(control_plane())
 }
 
-fn error_chain(err: &dyn std::error::Error) -> String {
+/// An error and its sources, one line.
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut message = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

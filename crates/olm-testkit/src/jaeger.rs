@@ -24,6 +24,7 @@ use std::{
     time::Duration,
 };
 
+use crate::control_plane::error_chain;
 use crate::{
     Error, assets,
     process::{Supervised, free_port, wait_for_port},
@@ -431,18 +432,6 @@ impl From<json::Trace> for Trace {
 fn normalize_id(id: &str, width: usize) -> String {
     let id = id.trim().to_ascii_lowercase();
     format!("{id:0>width$}")
-}
-
-/// An error and its sources, one line.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// Jaeger's configuration: OTLP/gRPC in on `otlp_address`, an in-memory

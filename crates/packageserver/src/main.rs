@@ -237,6 +237,11 @@ async fn main() -> anyhow::Result<()> {
 
     let mut registry = MetricsRegistry::default();
     let metrics = Metrics::register(&mut registry);
+    // The bus's counters, exported once it is connected.
+    let bus_metrics = olm_bus::metrics::BusCollector::new();
+    registry
+        .component("packageserver")
+        .register_collector(Box::new(bus_metrics.clone()));
     let readiness = Readiness::default();
     let certificates_ready = readiness.gate("certificates");
     let auth_ready = readiness.gate("authentication");
@@ -291,6 +296,7 @@ async fn main() -> anyhow::Result<()> {
     let bus = Bus::connect(&cli.bus, SERVICE_NAME)
         .await
         .context("connecting to the NATS bus")?;
+    bus_metrics.attach(&bus);
     let updates = bus
         .subscribe_all::<CatalogUpdated>()
         .await

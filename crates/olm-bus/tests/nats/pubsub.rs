@@ -43,6 +43,7 @@ async fn every_event_type_round_trips() {
 
     let stats = bus.stats();
     assert_eq!(stats.published, 6);
+    assert_eq!(stats.received, 6);
     assert_eq!(
         stats.dropped + stats.publish_errors + stats.decode_errors,
         0
