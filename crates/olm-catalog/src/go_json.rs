@@ -195,70 +195,46 @@ pub enum ReencodeError {
 /// every string decoded (`\u00e9` and `\/` become `é` and `/`, an unpaired
 /// surrogate escape becomes U+FFFD) and written again by [`write_string`].
 /// `max_depth` bounds the nesting of arrays and objects.
+///
+/// The output is written as the text is read, without building the value:
+/// arrays and scalars go straight out, and an object's entries as they come,
+/// put in order when it closes. So however wide the document, the memory
+/// taken is about the size of the output, plus for a moment a copy of an
+/// object whose keys came out of order, and a word for each entry of the
+/// objects still open.
 pub fn reencode(json: &str, escape_html: bool, max_depth: usize) -> Result<String, ReencodeError> {
     let mut parser = Parser {
+        json,
         text: json.as_bytes(),
         at: 0,
         max_depth,
+        escape_html,
+        out: String::with_capacity(json.len()),
+        entries: Vec::new(),
+        decoded: Vec::new(),
     };
-    let value = parser.value(0)?;
+    parser.value(0)?;
     parser.skip_space();
     if parser.at != parser.text.len() {
         return Err(ReencodeError::Syntax { offset: parser.at });
     }
-    let mut out = String::with_capacity(json.len());
-    value.write(&mut out, escape_html);
-    Ok(out)
+    Ok(parser.out)
 }
 
-/// A JSON value as Go decodes it into an `interface{}`.
-enum GoValue {
-    Null,
-    Bool(bool),
-    Number(f64),
-    String(String),
-    Array(Vec<GoValue>),
-    Object(std::collections::BTreeMap<String, GoValue>),
-}
-
-impl GoValue {
-    fn write(&self, out: &mut String, escape_html: bool) {
-        match self {
-            Self::Null => out.push_str("null"),
-            Self::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Self::Number(f) => write_float(out, *f),
-            Self::String(s) => write_string(out, s, escape_html),
-            Self::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    item.write(out, escape_html);
-                }
-                out.push(']');
-            }
-            Self::Object(map) => {
-                out.push('{');
-                // A BTreeMap of Strings is in byte order, as Go sorts keys.
-                for (i, (key, value)) in map.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_string(out, key, escape_html);
-                    out.push(':');
-                    value.write(out, escape_html);
-                }
-                out.push('}');
-            }
-        }
-    }
-}
-
+/// Reads JSON text and writes it to `out` as Go re-encodes it.
 struct Parser<'a> {
+    json: &'a str,
+    /// `json` as bytes.
     text: &'a [u8],
     at: usize,
     max_depth: usize,
+    escape_html: bool,
+    out: String,
+    /// Where in `out` each entry (`"key":value`) of the objects still open
+    /// starts, innermost object last.
+    entries: Vec<usize>,
+    /// The string being decoded, when it has escapes.
+    decoded: Vec<u8>,
 }
 
 impl Parser<'_> {
@@ -272,39 +248,45 @@ impl Parser<'_> {
         }
     }
 
-    fn literal(&mut self, word: &[u8], value: GoValue) -> Result<GoValue, ReencodeError> {
-        if self.text[self.at..].starts_with(word) {
+    fn literal(&mut self, word: &str) -> Result<(), ReencodeError> {
+        if self.text[self.at..].starts_with(word.as_bytes()) {
             self.at += word.len();
-            Ok(value)
+            self.out.push_str(word);
+            Ok(())
         } else {
             Err(self.syntax())
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<GoValue, ReencodeError> {
+    fn value(&mut self, depth: usize) -> Result<(), ReencodeError> {
         self.skip_space();
         match self.text.get(self.at) {
-            Some(b'n') => self.literal(b"null", GoValue::Null),
-            Some(b't') => self.literal(b"true", GoValue::Bool(true)),
-            Some(b'f') => self.literal(b"false", GoValue::Bool(false)),
-            Some(b'"') => self.string().map(GoValue::String),
+            Some(b'n') => self.literal("null"),
+            Some(b't') => self.literal("true"),
+            Some(b'f') => self.literal("false"),
+            Some(b'"') => self.string(),
             Some(b'-' | b'0'..=b'9') => self.number(),
             Some(b'[') => {
                 let depth = self.enter(depth)?;
-                let mut items = Vec::new();
+                self.out.push('[');
                 self.skip_space();
                 if self.text.get(self.at) == Some(&b']') {
                     self.at += 1;
-                    return Ok(GoValue::Array(items));
+                    self.out.push(']');
+                    return Ok(());
                 }
                 loop {
-                    items.push(self.value(depth)?);
+                    self.value(depth)?;
                     self.skip_space();
                     match self.text.get(self.at) {
-                        Some(b',') => self.at += 1,
+                        Some(b',') => {
+                            self.at += 1;
+                            self.out.push(',');
+                        }
                         Some(b']') => {
                             self.at += 1;
-                            return Ok(GoValue::Array(items));
+                            self.out.push(']');
+                            return Ok(());
                         }
                         _ => return Err(self.syntax()),
                     }
@@ -312,31 +294,40 @@ impl Parser<'_> {
             }
             Some(b'{') => {
                 let depth = self.enter(depth)?;
-                let mut map = std::collections::BTreeMap::new();
+                self.out.push('{');
+                let body = self.out.len();
+                let first = self.entries.len();
                 self.skip_space();
                 if self.text.get(self.at) == Some(&b'}') {
                     self.at += 1;
-                    return Ok(GoValue::Object(map));
+                    self.out.push('}');
+                    return Ok(());
                 }
                 loop {
                     self.skip_space();
                     if self.text.get(self.at) != Some(&b'"') {
                         return Err(self.syntax());
                     }
-                    let key = self.string()?;
+                    if self.entries.len() > first {
+                        self.out.push(',');
+                    }
+                    self.entries.push(self.out.len());
+                    self.string()?;
                     self.skip_space();
                     if self.text.get(self.at) != Some(&b':') {
                         return Err(self.syntax());
                     }
                     self.at += 1;
-                    // Go stores each key in its map as it comes: the last wins.
-                    map.insert(key, self.value(depth)?);
+                    self.out.push(':');
+                    self.value(depth)?;
                     self.skip_space();
                     match self.text.get(self.at) {
                         Some(b',') => self.at += 1,
                         Some(b'}') => {
                             self.at += 1;
-                            return Ok(GoValue::Object(map));
+                            self.close_object(body, first);
+                            self.out.push('}');
+                            return Ok(());
                         }
                         _ => return Err(self.syntax()),
                     }
@@ -344,6 +335,54 @@ impl Parser<'_> {
             }
             _ => Err(self.syntax()),
         }
+    }
+
+    /// Puts the entries of the object whose body starts at `out[body..]`,
+    /// `entries[first..]`, in Go's order: sorted by the bytes of the decoded
+    /// key, the last of repeated keys kept (Go stores each key in its map as
+    /// it comes). Entries already in order, as in most documents, stay where
+    /// they are; otherwise the body is moved out and written again, which
+    /// takes a copy of it for a moment.
+    fn close_object(&mut self, body: usize, first: usize) {
+        let starts = &mut self.entries[first..];
+        let in_order = starts
+            .windows(2)
+            .all(|pair| key_bytes(&self.out[pair[0]..]).lt(key_bytes(&self.out[pair[1]..])));
+        if !in_order {
+            let mut text = self.out.split_off(body);
+            for start in starts.iter_mut() {
+                *start -= body;
+                // The comma before each entry but the first becomes a NUL,
+                // which the output has nowhere else (write_string escapes
+                // it), so that it marks where the entry before ends.
+                if *start > 0 {
+                    text.replace_range(*start - 1..*start, "\0");
+                }
+            }
+            // Ties (repeated keys) in the order they came.
+            starts.sort_unstable_by(|a, b| {
+                key_bytes(&text[*a..])
+                    .cmp(key_bytes(&text[*b..]))
+                    .then(a.cmp(b))
+            });
+            let mut written = false;
+            for (i, &start) in starts.iter().enumerate() {
+                let entry = &text[start..];
+                let repeated = starts
+                    .get(i + 1)
+                    .is_some_and(|&next| key_bytes(entry).eq(key_bytes(&text[next..])));
+                if repeated {
+                    continue;
+                }
+                if written {
+                    self.out.push(',');
+                }
+                let len = memchr::memchr(0, entry.as_bytes()).unwrap_or(entry.len());
+                self.out.push_str(&entry[..len]);
+                written = true;
+            }
+        }
+        self.entries.truncate(first);
     }
 
     /// Steps into an array or object at `self.at`.
@@ -357,7 +396,7 @@ impl Parser<'_> {
         Ok(depth + 1)
     }
 
-    fn number(&mut self) -> Result<GoValue, ReencodeError> {
+    fn number(&mut self) -> Result<(), ReencodeError> {
         let start = self.at;
         let digits = |p: &mut Self| {
             let from = p.at;
@@ -374,6 +413,7 @@ impl Parser<'_> {
         } else if !digits(self) {
             return Err(self.syntax());
         }
+        let integer_end = self.at;
         if self.text.get(self.at) == Some(&b'.') {
             self.at += 1;
             if !digits(self) {
@@ -389,11 +429,19 @@ impl Parser<'_> {
                 return Err(self.syntax());
             }
         }
-        // The lexeme is ASCII, and Rust's parse rounds correctly, as Go's
-        // strconv.ParseFloat does.
-        let lexeme = std::str::from_utf8(&self.text[start..self.at]).unwrap_or_default();
+        let lexeme = &self.json[start..self.at];
+        // An integer of at most 15 digits is below 2^53, so a float64 holds
+        // it exactly and Go writes it back as it is (`-0` included).
+        if self.at == integer_end && lexeme.trim_start_matches('-').len() <= 15 {
+            self.out.push_str(lexeme);
+            return Ok(());
+        }
+        // Rust's parse rounds correctly, as Go's strconv.ParseFloat does.
         match lexeme.parse::<f64>() {
-            Ok(f) if f.is_finite() => Ok(GoValue::Number(f)),
+            Ok(f) if f.is_finite() => {
+                write_float(&mut self.out, f);
+                Ok(())
+            }
             _ => Err(ReencodeError::NumberOutOfRange {
                 number: lexeme.to_owned(),
             }),
@@ -411,9 +459,11 @@ impl Parser<'_> {
             .try_fold(0, |unit, &d| Some(unit << 4 | char::from(d).to_digit(16)?))
     }
 
-    fn string(&mut self) -> Result<String, ReencodeError> {
+    /// Decodes the string at `self.at` and writes it again.
+    fn string(&mut self) -> Result<(), ReencodeError> {
         self.at += 1;
-        let mut out = Vec::new();
+        let start = self.at;
+        self.decoded.clear();
         loop {
             let run = self.at;
             while let Some(&b) = self.text.get(self.at) {
@@ -422,14 +472,24 @@ impl Parser<'_> {
                 }
                 self.at += 1;
             }
-            out.extend_from_slice(&self.text[run..self.at]);
             match self.text.get(self.at) {
+                Some(b'"') if run == start => {
+                    // No escapes: the string is the text itself (which ends
+                    // at an ASCII byte, so on a character boundary).
+                    let s = &self.json[start..self.at];
+                    self.at += 1;
+                    write_string(&mut self.out, s, self.escape_html);
+                    return Ok(());
+                }
                 Some(b'"') => {
+                    self.decoded.extend_from_slice(&self.text[run..self.at]);
                     self.at += 1;
                     // The input is a str and escapes add whole characters.
-                    return String::from_utf8(out).map_err(|_| self.syntax());
+                    let s = std::str::from_utf8(&self.decoded).map_err(|_| self.syntax())?;
+                    write_string(&mut self.out, s, self.escape_html);
+                    return Ok(());
                 }
-                Some(b'\\') => {}
+                Some(b'\\') => self.decoded.extend_from_slice(&self.text[run..self.at]),
                 _ => return Err(self.syntax()),
             }
             let simple = match self.text.get(self.at + 1) {
@@ -445,7 +505,7 @@ impl Parser<'_> {
                 _ => return Err(self.syntax()),
             };
             if let Some(b) = simple {
-                out.push(b);
+                self.decoded.push(b);
                 self.at += 2;
                 continue;
             }
@@ -465,9 +525,51 @@ impl Parser<'_> {
                 char::from_u32(unit)
             };
             let c = c.unwrap_or(char::REPLACEMENT_CHARACTER);
-            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+            self.decoded
+                .extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
         }
     }
+}
+
+/// The bytes of the key of the object entry written (by [`write_string`])
+/// at the start of `entry`, decoded: Go sorts keys as strings, not as the
+/// text that encodes them (`"\""` comes before `"#"`, `"\\"` after it).
+fn key_bytes(entry: &str) -> impl Iterator<Item = u8> + '_ {
+    let entry = entry.as_bytes();
+    // After the opening quote.
+    let mut at = 1;
+    let mut pending = [0u8; 4];
+    let mut pending_range = 0..0;
+    std::iter::from_fn(move || {
+        if let Some(i) = pending_range.next() {
+            return Some(pending[i]);
+        }
+        match *entry.get(at)? {
+            b'"' => None,
+            b'\\' => {
+                let (c, len) = match entry.get(at + 1)? {
+                    b'b' => ('\u{8}', 2),
+                    b'f' => ('\u{c}', 2),
+                    b'n' => ('\n', 2),
+                    b'r' => ('\r', 2),
+                    b't' => ('\t', 2),
+                    b'u' => {
+                        let hex = std::str::from_utf8(entry.get(at + 2..at + 6)?).ok()?;
+                        (char::from_u32(u32::from_str_radix(hex, 16).ok()?)?, 6)
+                    }
+                    &other => (char::from(other), 2),
+                };
+                at += len;
+                let bytes = c.encode_utf8(&mut pending).len();
+                pending_range = 1..bytes;
+                Some(pending[0])
+            }
+            b => {
+                at += 1;
+                Some(b)
+            }
+        }
+    })
 }
 
 /// Why base64 text could not be decoded, as Go's `encoding/base64` says it.
@@ -620,6 +722,10 @@ pub(crate) mod tests {
             ("-2.5e-10", "-2.5e-10"),
             ("12345678901234567890", "12345678901234567000"),
             ("9007199254740993", "9007199254740992"),
+            // Integers of up to 15 digits are copied; longer ones rounded.
+            ("999999999999999", "999999999999999"),
+            ("-999999999999999", "-999999999999999"),
+            ("9999999999999999", "10000000000000000"),
             ("-0", "-0"),
             ("5e-324", "5e-324"),
             ("2.2250738585072014e-308", "2.2250738585072014e-308"),
@@ -685,6 +791,31 @@ pub(crate) mod tests {
             )
             .unwrap(),
             r#"{"B":true,"a":[2,{},[]],"b":3,"é":null}"#
+        );
+    }
+
+    /// Go sorts keys as the strings they decode to, not as the text that
+    /// encodes them; objects put in order carry their values (commas,
+    /// braces and NULs in strings included) along whole.
+    #[test]
+    fn keys_sort_by_their_decoded_bytes() {
+        assert_eq!(
+            reencode(
+                r##"{"\\":1,"#":2,"\"":3,"\n":4,"\u2028":5,"é":6,"\u00e9":7,"\u0000":8,"\u001f":9,"":10}"##,
+                false,
+                1
+            )
+            .unwrap(),
+            r##"{"":10,"\u0000":8,"\n":4,"\u001f":9,"\"":3,"#":2,"\\":1,"é":7,"\u2028":5}"##
+        );
+        assert_eq!(
+            reencode(
+                r#"{"b":0,"a":[],"b":{"y":[1,{"q":",","p":"}\u0000{"}],"x":"\u0000,"}}"#,
+                false,
+                4
+            )
+            .unwrap(),
+            r#"{"a":[],"b":{"x":"\u0000,","y":[1,{"p":"}\u0000{","q":","}]}}"#
         );
     }
 
@@ -829,6 +960,20 @@ pub(crate) mod tests {
     }
 
     proptest! {
+        /// Any finite float64 is written as text that reads back as the
+        /// same value (the sign of zero included), in Go's canonical form,
+        /// which re-encoding leaves as it is.
+        #[test]
+        fn floats_read_back_as_themselves(
+            f in prop_oneof![any::<f64>(), any::<u64>().prop_map(f64::from_bits)]
+                .prop_filter("finite", |f| f.is_finite())
+        ) {
+            let mut out = String::new();
+            write_float(&mut out, f);
+            prop_assert_eq!(out.parse::<f64>().map(f64::to_bits), Ok(f.to_bits()), "{}", out);
+            prop_assert_eq!(reencode(&out, false, 0), Ok(out.clone()));
+        }
+
         /// Whatever the escaping of the input, the output is compact JSON of
         /// the same value, in Go's canonical form (so re-encoding it again
         /// changes nothing), and only U+2028 and U+2029 are escaped among

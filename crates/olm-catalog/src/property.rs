@@ -25,6 +25,7 @@ use serde_json::{Value, value::RawValue};
 use crate::{
     document::{json_error_message, parse_json_value},
     field_names::{Shape, canonicalize},
+    go_json,
     limits::{Limits, MAX_CONSTRAINT_BYTES},
 };
 
@@ -362,22 +363,11 @@ impl BundleObject {
         }
     }
 
-    /// The manifest bytes. Line breaks in the base64 text are ignored, as Go's
-    /// decoder ignores them.
-    pub fn decode(&self) -> Result<Vec<u8>, base64::DecodeError> {
-        decode_base64(&self.data)
-    }
-}
-
-/// Standard base64 as Go's `encoding/json` decodes `[]byte`: padding
-/// required, `\r` and `\n` ignored.
-pub(crate) fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    let engine = &base64::engine::general_purpose::STANDARD;
-    if text.contains(['\n', '\r']) {
-        let cleaned: String = text.chars().filter(|c| *c != '\n' && *c != '\r').collect();
-        engine.decode(cleaned)
-    } else {
-        engine.decode(text)
+    /// The manifest bytes, decoded as upstream's loader decodes them (see
+    /// [`go_json::decode_base64`]): line breaks are skipped and non-zero
+    /// bits after the last byte accepted, as Go's decoder does.
+    pub fn decode(&self) -> Result<Vec<u8>, go_json::Base64Error> {
+        go_json::decode_base64(&self.data)
     }
 }
 
@@ -839,7 +829,19 @@ mod tests {
             data: format!("{}\n{}", &object.data[..8], &object.data[8..]),
         };
         assert_eq!(wrapped.decode().unwrap(), b"{\"kind\":\"ConfigMap\"}");
-        assert!(BundleObject { data: "!!".into() }.decode().is_err());
+        assert_eq!(
+            BundleObject {
+                data: "YR==".into()
+            }
+            .decode()
+            .unwrap(),
+            b"a",
+            "non-zero trailing bits are accepted, as Go accepts them"
+        );
+        assert_eq!(
+            BundleObject { data: "!!".into() }.decode(),
+            Err(go_json::Base64Error { offset: 0 })
+        );
     }
 
     #[test]

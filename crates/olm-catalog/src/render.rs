@@ -177,10 +177,14 @@ impl Doc<'_> {
 
 /// serde_json escapes strings as Go does with HTML escaping off (`\b`,
 /// `\f`, `\n`, `\r`, `\t`, `\u00XX` for other control characters, `<>&`
-/// as they are) except U+2028 and U+2029, which Go always escapes. They can
-/// only occur inside strings, so escaping every one in the text is exact.
-/// (Raw values re-encoded by [`Catalog::reencode_like_go`] or built by
-/// [`crate::go_json`] hold none.)
+/// as they are) except U+2028 and U+2029, which Go escapes in every string
+/// it encodes. They can only occur inside strings, so escaping every one in
+/// the text is exact for the strings of our types. A `json.RawMessage` Go
+/// only compacts, escaping these two only along with HTML, which is off
+/// here, so a literal one in a raw value would stay as it is; but the raw
+/// values here hold none, as they were re-encoded by
+/// [`Catalog::reencode_like_go`] or built by [`crate::go_json`], which
+/// writes them escaped.
 fn escape_line_separators(json: String) -> String {
     if !json.contains(['\u{2028}', '\u{2029}']) {
         return json;

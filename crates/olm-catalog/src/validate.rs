@@ -16,10 +16,11 @@ use std::{
 
 use crate::{
     fbc::{Bundle, Catalog, Channel, Package, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE},
+    go_json::decode_base64,
     graph::{self, GraphError},
     image_reference,
     location::Location,
-    property::{self, ConstraintKind, PropertyValue, decode_base64},
+    property::{self, ConstraintKind, PropertyValue},
     semver::{PreRelease, Range, Version},
 };
 

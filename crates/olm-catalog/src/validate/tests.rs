@@ -127,7 +127,31 @@ fn icon_invalid() {
         "defaultChannel: stable\n",
         "defaultChannel: stable\nicon: {base64data: '!!not base64', mediatype: image/png}\n",
     );
-    assert_problem(&yaml, Rule::IconInvalid, 0, Some("icon.base64data"));
+    let p = assert_problem(&yaml, Rule::IconInvalid, 0, Some("icon.base64data"));
+    assert_eq!(
+        p.message,
+        "icon data is not valid base64: illegal base64 data at input byte 0"
+    );
+}
+
+/// What Go's decoder takes is a valid icon: non-zero bits after the last
+/// byte (`YR==` is `a`, as `YQ==` is) and line breaks, as a YAML block
+/// scalar leaves them.
+#[test]
+fn icon_accepted_as_go_accepts_it() {
+    for icon in [
+        "{base64data: YR==, mediatype: image/png}",
+        "{base64data: \"aGVs\\nbG8=\\r\\n\", mediatype: image/png}",
+        "\n  base64data: |\n    aGVs\n    bG8=\n  mediatype: image/png",
+    ] {
+        let yaml = VALID.replace(
+            "defaultChannel: stable\n",
+            &format!("defaultChannel: stable\nicon: {icon}\n"),
+        );
+        let report = report(&yaml);
+        assert_eq!(report.of(Rule::IconInvalid).count(), 0, "{icon}: {report}");
+        assert!(report.is_valid(), "{icon}: {report}");
+    }
 }
 
 #[test]
@@ -508,12 +532,31 @@ fn invalid_bundle_object() {
         "  value: {packageName: foo, version: 0.1.0}\n",
         "  value: {packageName: foo, version: 0.1.0}\n- type: olm.bundle.object\n  value: {data: '%%%'}\n",
     );
-    assert_problem(
+    let p = assert_problem(
         &yaml,
         Rule::InvalidBundleObject,
         2,
         Some("properties[1].value.data"),
     );
+    assert!(
+        p.message
+            .ends_with("invalid base64: illegal base64 data at input byte 0"),
+        "{p}"
+    );
+    // What Go's decoder takes decodes: `e31=` is `{}` with a non-zero bit
+    // after it, and line breaks are skipped.
+    for data in ["e31=", "\"e3\\n1=\\n\""] {
+        let yaml = VALID.replace(
+            "  value: {packageName: foo, version: 0.1.0}\n",
+            &format!("  value: {{packageName: foo, version: 0.1.0}}\n- type: olm.bundle.object\n  value: {{data: {data}}}\n"),
+        );
+        let report = report(&yaml);
+        assert_eq!(
+            report.of(Rule::InvalidBundleObject).count(),
+            0,
+            "{data}: {report}"
+        );
+    }
 }
 
 const DEPRECATIONS: &str = "schema: olm.deprecations\npackage: foo\nentries:\n";
