@@ -39,17 +39,7 @@ const RULE_FILE: &str = "olm-alert-rules.yaml";
 /// A binary at its pinned version, or `None` (after saying why) when it is
 /// not installed outside CI.
 fn pinned(name: &str) -> Option<PathBuf> {
-    match olm_testkit::assets::find_pinned(name) {
-        Ok(path) => Some(path),
-        Err(err) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run the alert tests: {err}"
-            );
-            eprintln!("skipping the alert tests: {err}");
-            None
-        }
-    }
+    olm_testkit::assets::pinned_or_skip(name, "the alert tests")
 }
 
 /// `helm` and `promtool`, or `None` when either is missing outside CI.

@@ -33,17 +33,7 @@ const NAMESPACE: &str = "olm";
 
 /// `helm`, or `None` (after saying why) when it is not installed outside CI.
 fn helm_binary() -> Option<PathBuf> {
-    match olm_testkit::assets::find_pinned("helm") {
-        Ok(path) => Some(path),
-        Err(err) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run the chart tests: {err} (cargo xtask envtest builds helm)"
-            );
-            eprintln!("skipping the chart tests: {err}; run `cargo xtask envtest`");
-            None
-        }
-    }
+    olm_testkit::assets::pinned_or_skip("helm", "the chart tests")
 }
 
 fn chart() -> PathBuf {

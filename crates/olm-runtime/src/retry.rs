@@ -185,6 +185,26 @@ mod tests {
         }
     }
 
+    /// Runs [`serve_one`] with `scripted` on a task, resync 600 s.
+    fn spawn_loop(
+        mut scripted: Scripted,
+        changed: &Arc<Notify>,
+        mut leading: watch::Receiver<bool>,
+        shutdown: &CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let (changed, shutdown) = (changed.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            serve_one(
+                &mut scripted,
+                &changed,
+                &mut leading,
+                &shutdown,
+                Duration::from_secs(600),
+            )
+            .await;
+        })
+    }
+
     /// Lets the loop run until it waits again.
     async fn settle() {
         for _ in 0..10 {
@@ -195,10 +215,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_loop_reconciles_on_changes_resyncs_backs_off_and_stops() {
         let changed = Arc::new(Notify::new());
-        let (lead, mut leading) = watch::channel(true);
+        let (lead, leading) = watch::channel(true);
         let shutdown = CancellationToken::new();
         let calls = Calls::default();
-        let mut scripted = Scripted {
+        let scripted = Scripted {
             start: Instant::now(),
             calls: calls.clone(),
             answers: vec![
@@ -209,19 +229,7 @@ mod tests {
                 Next::Resync,
             ],
         };
-        let task = {
-            let (changed, shutdown) = (changed.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                serve_one(
-                    &mut scripted,
-                    &changed,
-                    &mut leading,
-                    &shutdown,
-                    Duration::from_secs(600),
-                )
-                .await;
-            })
-        };
+        let task = spawn_loop(scripted, &changed, leading, &shutdown);
         settle().await;
         assert_eq!(calls.seconds(), [0], "at once");
         tokio::time::advance(Duration::from_secs(5)).await;
@@ -266,27 +274,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_pending_change_does_not_outlive_shutdown() {
         let changed = Arc::new(Notify::new());
-        let (_lead, mut leading) = watch::channel(true);
+        let (_lead, leading) = watch::channel(true);
         let shutdown = CancellationToken::new();
         let calls = Calls::default();
-        let mut scripted = Scripted {
+        let scripted = Scripted {
             start: Instant::now(),
             calls: calls.clone(),
             answers: Vec::new(),
         };
-        let task = {
-            let (changed, shutdown) = (changed.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                serve_one(
-                    &mut scripted,
-                    &changed,
-                    &mut leading,
-                    &shutdown,
-                    Duration::from_secs(600),
-                )
-                .await;
-            })
-        };
+        let task = spawn_loop(scripted, &changed, leading, &shutdown);
         settle().await;
         assert_eq!(calls.seconds().len(), 1);
         for _ in 0..20 {

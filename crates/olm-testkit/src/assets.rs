@@ -88,6 +88,24 @@ pub fn find_pinned(name: &str) -> Result<PathBuf, Error> {
     search(name, &pinned_dirs())
 }
 
+/// The pinned binary `name` for the tests `what` names, or `None` after
+/// saying why when it is not installed; with `CI` set a missing binary
+/// fails those tests instead (CI installs everything with
+/// `cargo xtask envtest`). One home for "run it, or skip loudly outside CI".
+pub fn pinned_or_skip(name: &str, what: &str) -> Option<PathBuf> {
+    match find_pinned(name) {
+        Ok(path) => Some(path),
+        Err(err) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run {what}: {err} (cargo xtask envtest builds {name})"
+            );
+            eprintln!("skipping {what}: {err}; run `cargo xtask envtest`");
+            None
+        }
+    }
+}
+
 fn pinned_dirs() -> Vec<PathBuf> {
     let mut dirs = vec![bin_dir()];
     if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS") {
