@@ -9,9 +9,10 @@
 //!
 //! Decisions, where upstream's behaviour is undefined or unhelpful:
 //!
-//! * **Empty documents** (only whitespace and comments, or `null`) are skipped.
-//!   Upstream passes them on and then fails with "missing root schema field";
-//!   a stray `---` is not worth a failed catalog.
+//! * **Empty documents** (only whitespace and comments, or `null`) are skipped,
+//!   as upstream's `opm serve` skips them. Upstream's `validate` and `render`
+//!   pass them on and then fail with "missing root schema field"; a stray
+//!   `---` is not worth a failed catalog (docs/opm.md lists the difference).
 //! * **Duplicate keys**: the last value wins, as in upstream's decoders (Go's
 //!   `encoding/json` and non-strict YAML), so that every catalog upstream
 //!   accepts loads here (one of operator-registry's own fixtures repeats a

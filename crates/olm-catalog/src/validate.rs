@@ -7,7 +7,8 @@
 //! problems upstream's `opm validate` accepts but OLM's resolver later
 //! refuses (a malformed `olm.constraint`, an unparsable dependency range) are
 //! [`Severity::Warning`]: the catalog is served, but a bundle with them can
-//! never be installed.
+//! never be installed. So is a `skipRange` that does not parse, which
+//! upstream serves and no upgrade can use.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -247,7 +248,8 @@ impl Rule {
             | Self::DefaultChannelNotInBundle
             | Self::UnreadableMetadataFile
             | Self::CrdNotInCsv
-            | Self::DuplicateKey => Severity::Warning,
+            | Self::DuplicateKey
+            | Self::InvalidSkipRange => Severity::Warning,
             _ => Severity::Error,
         }
     }

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, value::RawValue};
 
 use crate::{
-    api,
+    api, csv_types,
     error::ReadError,
     gojson::{self, HtmlEscape},
     index::{
@@ -291,14 +291,18 @@ impl CatalogIndex {
         }
         spec.push((
             "customresourcedefinitions",
-            get("crdDescriptions").map_or(Node::Raw("{}"), Node::Value),
+            get("crdDescriptions").map_or(Node::Raw("{}"), |v| {
+                Node::Typed(v, &csv_types::CUSTOM_RESOURCE_DEFINITIONS)
+            }),
         ));
         spec.push((
             "apiservicedefinitions",
-            get("apiServiceDefinitions").map_or(Node::Raw("{}"), Node::Value),
+            get("apiServiceDefinitions").map_or(Node::Raw("{}"), |v| {
+                Node::Typed(v, &csv_types::API_SERVICE_DEFINITIONS)
+            }),
         ));
         if let Some(v) = get("nativeAPIs") {
-            spec.push(("nativeAPIs", Node::Value(v)));
+            spec.push(("nativeAPIs", Node::Typed(v, &csv_types::NATIVE_APIS)));
         }
         if let Some(v) = get("minKubeVersion") {
             spec.push(("minKubeVersion", Node::Value(v)));
@@ -320,14 +324,15 @@ impl CatalogIndex {
             spec.push(("keywords", Node::Value(v)));
         }
         if let Some(v) = get("maintainers") {
-            spec.push(("maintainers", Node::Value(v)));
+            spec.push(("maintainers", Node::Typed(v, &csv_types::MAINTAINERS)));
         }
         spec.push((
             "provider",
-            meta.get("provider").map_or(Node::Raw("{}"), Node::Value),
+            meta.get("provider")
+                .map_or(Node::Raw("{}"), |v| Node::Typed(v, &csv_types::APP_LINK)),
         ));
         if let Some(v) = get("links") {
-            spec.push(("links", Node::Value(v)));
+            spec.push(("links", Node::Typed(v, &csv_types::APP_LINKS)));
         }
         if let Some(icon) = package.icon {
             // Upstream decodes the icon and encodes it again; clean standard
@@ -354,7 +359,7 @@ impl CatalogIndex {
             spec.push(("icon", Node::Owned(icon_json)));
         }
         if let Some(v) = get("installModes") {
-            spec.push(("installModes", Node::Value(v)));
+            spec.push(("installModes", Node::Typed(v, &csv_types::INSTALL_MODES)));
         }
         spec.push(("cleanup", Node::Raw("{\"enabled\":false}")));
         if !related_images.is_empty() {
@@ -407,6 +412,8 @@ fn is_empty_value(v: &Value) -> bool {
 enum Node<'a> {
     Struct(Vec<(&'a str, Node<'a>)>),
     Value(&'a Value),
+    /// A value written as Go writes it once decoded into a struct type.
+    Typed(&'a Value, &'static csv_types::GoType),
     Str(String),
     Raw(&'static str),
     Owned(String),
@@ -428,6 +435,7 @@ impl Node<'_> {
                 out.push('}');
             }
             Node::Value(v) => gojson::write_value(out, v, HtmlEscape::On),
+            Node::Typed(v, ty) => csv_types::write(out, v, ty),
             Node::Str(s) => gojson::write_string(out, s, HtmlEscape::On),
             Node::Raw(s) => out.push_str(s),
             Node::Owned(s) => out.push_str(s),

@@ -47,6 +47,7 @@ pub mod api {
 
 mod bundle;
 mod client;
+mod csv_types;
 mod error;
 mod gojson;
 mod index;

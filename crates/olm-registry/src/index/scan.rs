@@ -584,9 +584,11 @@ pub(crate) fn scan_file(
     };
     // Like upstream's YAML-or-JSON decoder, the content decides the format:
     // a file whose first non-blank byte opens an object is a JSON stream.
-    let start = reader.rest();
-    let start = start.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(start);
-    let first = start.iter().find(|b| !b.is_ascii_whitespace());
+    // A leading byte order mark is dropped, as upstream's decoder drops it.
+    if reader.rest().starts_with(b"\xEF\xBB\xBF") {
+        reader.pos += 3;
+    }
+    let first = reader.rest().iter().find(|b| !b.is_ascii_whitespace());
     let result = if first == Some(&b'{') {
         scan_json(&mut reader, &mut ctx)
     } else {
@@ -725,6 +727,27 @@ fn scan_json(reader: &mut ChunkReader<'_>, ctx: &mut DocContext<'_>) -> Result<(
             return Ok(());
         }
         let offset = reader.offset();
+        match json_kind(reader.rest()[0]) {
+            Kind::Object => {}
+            // Upstream's serve passes a null document over.
+            Kind::Null => {
+                if reader.rest().len() < 4 && !reader.eof {
+                    reader.fill(READ_CHUNK)?;
+                    continue;
+                }
+                if reader.rest().starts_with(b"null") {
+                    reader.pos += 4;
+                    continue;
+                }
+                ctx.problem(offset, "invalid json: expected value");
+                return Ok(());
+            }
+            // Not followed further: upstream stops at the first such value.
+            Kind::Other(kind) => {
+                ctx.problem(offset, not_an_object(kind));
+                return Ok(());
+            }
+        }
         let avail = reader.rest();
         match next_json(avail) {
             NextJson::Complete { len, head } => {
@@ -842,6 +865,17 @@ fn scan_yaml(reader: &mut ChunkReader<'_>, ctx: &mut DocContext<'_>) -> Result<(
         let doc = &avail[..end];
         if yaml_has_content(doc) {
             match serde_yaml_ng::from_slice::<serde_json::Value>(doc) {
+                // Upstream's serve passes a null document over.
+                Ok(serde_json::Value::Null) => {}
+                Ok(value) if !value.is_object() => {
+                    let kind = match value {
+                        serde_json::Value::Array(_) => "array",
+                        serde_json::Value::String(_) => "string",
+                        serde_json::Value::Bool(_) => "bool",
+                        _ => "number",
+                    };
+                    ctx.problem(offset, not_an_object(kind));
+                }
                 Ok(value) => {
                     let json = gojson::to_string(&value, HtmlEscape::Off);
                     drop(value);
@@ -894,6 +928,34 @@ fn scan_yaml(reader: &mut ChunkReader<'_>, ctx: &mut DocContext<'_>) -> Result<(
     }
 }
 
+/// What a JSON value is, from its first byte.
+enum Kind {
+    Object,
+    Null,
+    /// Go's name for the kind.
+    Other(&'static str),
+}
+
+fn json_kind(first: u8) -> Kind {
+    match first {
+        b'{' => Kind::Object,
+        b'n' => Kind::Null,
+        b'[' => Kind::Other("array"),
+        b'"' => Kind::Other("string"),
+        b't' | b'f' => Kind::Other("bool"),
+        _ => Kind::Other("number"),
+    }
+}
+
+/// A document that is not an object, in the words of upstream's loader
+/// (which reads every document into a map first). Serde would read an
+/// array into the document's fields by position; it is refused before.
+fn not_an_object(kind: &str) -> String {
+    format!(
+        "invalid document: json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
+    )
+}
+
 /// The fields of any catalog document that the index reads. Unknown fields
 /// are skipped without being copied; `properties` values are kept as raw
 /// slices of the input and parsed only for the types the index needs.
@@ -913,6 +975,29 @@ pub(crate) struct Head<'a> {
     entries: Option<Vec<HeadEntry<'a>>>,
     #[serde(borrow, default)]
     properties: Option<Vec<HeadProperty<'a>>>,
+    /// An `olm.package`'s icon, checked as upstream's loader decodes it.
+    #[serde(borrow, default, deserialize_with = "present_raw")]
+    icon: Option<&'a RawValue>,
+}
+
+/// The part of an `olm.package` icon the index checks.
+#[derive(Debug, Deserialize)]
+struct HeadIcon<'a> {
+    #[serde(borrow, default)]
+    base64data: Option<Cow<'a, str>>,
+}
+
+/// Upstream's loader decodes `icon.base64data` into bytes and refuses the
+/// catalog when that fails; so does the index (validate's `icon-invalid`).
+fn check_icon(icon: &RawValue) -> Result<(), String> {
+    let icon: Option<HeadIcon<'_>> =
+        serde_json::from_str(icon.get()).map_err(|e| format!("invalid icon: {e}"))?;
+    match icon.and_then(|i| i.base64data) {
+        Some(data) => olm_catalog::go_json::decode_base64(&data)
+            .map(drop)
+            .map_err(|e| format!("icon data is not valid base64: {e}")),
+        None => Ok(()),
+    }
 }
 
 /// An entry of a channel or of a deprecations document (their fields differ,
@@ -1125,6 +1210,9 @@ fn add_doc_with(
                 "packages",
                 "max_packages",
             ))?;
+            if let Some(Err(message)) = head.icon.map(check_icon) {
+                push_problem(scan, loc, message);
+            }
             scan.docs.push(RawDoc::Package(RawPackage {
                 loc,
                 name: owned(head.name),

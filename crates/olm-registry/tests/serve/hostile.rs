@@ -93,6 +93,126 @@ fn malformed_documents_are_reported_with_file_and_line() {
 }
 
 #[test]
+fn icons_are_decoded_as_upstreams_loader_decodes_them() {
+    let with_icon = |name: &str, icon: &str| {
+        valid_package(name).replacen(
+            r#""schema":"olm.package","#,
+            &format!(r#""schema":"olm.package","icon":{icon},"#),
+            1,
+        )
+    };
+    // Go's decoder: standard alphabet, padding, line breaks skipped; null
+    // and a missing base64data are no icon.
+    let dir = catalog(&[
+        (
+            "a/catalog.json",
+            &with_icon("a", r#"{"base64data":"aGk=","mediatype":"image/png"}"#),
+        ),
+        (
+            "b/catalog.json",
+            &with_icon("b", r#"{"base64data":"aG\nk=","mediatype":"image/png"}"#),
+        ),
+        ("c/catalog.json", &with_icon("c", "null")),
+        (
+            "d/catalog.json",
+            &with_icon("d", r#"{"mediatype":"image/png"}"#),
+        ),
+    ]);
+    build(dir.path()).unwrap();
+
+    let dir = catalog(&[
+        ("good/catalog.json", &valid_package("good")),
+        (
+            "bad-data/catalog.json",
+            &with_icon("bad-data", r#"{"base64data":"%%%"}"#),
+        ),
+        (
+            "bad-shape/catalog.json",
+            &with_icon("bad-shape", r#""aGk=""#),
+        ),
+    ]);
+    let found = problems(build(dir.path()));
+    let joined = found.join("\n");
+    assert_eq!(found.len(), 2, "{joined}");
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("bad-data/catalog.json:1: icon data is not valid base64")),
+        "{joined}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("bad-shape/catalog.json:1: invalid icon")),
+        "{joined}"
+    );
+}
+
+#[test]
+fn documents_that_are_not_objects_are_refused_and_null_ones_passed_over() {
+    let yaml_package = "schema: olm.package\nname: y\ndefaultChannel: stable\n---\nschema: olm.channel\npackage: y\nname: stable\nentries:\n- name: y.v1.0.0\n---\nschema: olm.bundle\nname: y.v1.0.0\npackage: y\nimage: x\nproperties:\n- type: olm.package\n  value: {packageName: y, version: 1.0.0}\n";
+    // As upstream's serve: null documents, JSON or YAML, are no documents,
+    // and a leading byte order mark is dropped.
+    let dir = catalog(&[
+        (
+            "good/catalog.json",
+            &format!("{}\nnull\n", valid_package("good")),
+        ),
+        (
+            "y/catalog.yaml",
+            &format!("\u{feff}{}---\nnull\n", yaml_package),
+        ),
+    ]);
+    let index = build(dir.path()).unwrap();
+    assert_eq!(index.stats().packages, 2);
+    assert_eq!(index.stats().custom_documents, 0);
+
+    let dir = catalog(&[
+        ("good/catalog.json", &valid_package("good")),
+        (
+            "json-array/catalog.json",
+            "{\"schema\":\"x.custom\"}\n[\"a\"]\n",
+        ),
+        ("yaml-list/catalog.yaml", "- a\n"),
+        ("yaml-scalar/catalog.yaml", "hello\n"),
+        ("json-number/catalog.json", "{\"schema\":\"x.custom\"}\n1\n"),
+    ]);
+    let found = problems(build(dir.path()));
+    let joined = found.join("\n");
+    for (file, kind) in [
+        ("json-array/catalog.json:2", "array"),
+        ("yaml-list/catalog.yaml:1", "array"),
+        ("yaml-scalar/catalog.yaml:1", "string"),
+        ("json-number/catalog.json:2", "number"),
+    ] {
+        let wanted = format!(
+            "{file}: invalid document: json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
+        );
+        assert!(found.iter().any(|p| p == &wanted), "{wanted}\n{joined}");
+    }
+    assert_eq!(found.len(), 4, "{joined}");
+}
+
+#[test]
+fn a_skip_range_that_does_not_parse_is_served_as_upstream_serves_it() {
+    let dir = catalog(&[(
+        "p/catalog.json",
+        &[
+            package("p", "stable"),
+            channel(
+                "p",
+                "stable",
+                r#"[{"name":"p.v1.0.0"},{"name":"p.v1.1.0","replaces":"p.v1.0.0","skipRange":"not a range"}]"#,
+            ),
+            bundle("p", "p.v1.0.0", "1.0.0", ""),
+            bundle("p", "p.v1.1.0", "1.1.0", ""),
+        ]
+        .join("\n"),
+    )]);
+    build(dir.path()).unwrap();
+}
+
+#[test]
 fn inconsistent_models_are_reported_in_upstreams_words() {
     let dir = catalog(&[(
         "bad/catalog.json",
