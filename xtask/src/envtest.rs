@@ -222,7 +222,7 @@ fn install_debian_packages() -> Result<()> {
     Ok(())
 }
 
-fn check_go() -> Result<()> {
+pub(crate) fn check_go() -> Result<()> {
     let output = Command::new("go").arg("version").output().context(
         "the Go toolchain is needed to build kube-apiserver and kwok (https://go.dev/dl)",
     )?;
@@ -233,7 +233,7 @@ fn check_go() -> Result<()> {
     Ok(())
 }
 
-fn go_command(dir: &Path) -> Command {
+pub(crate) fn go_command(dir: &Path) -> Command {
     let mut command = Command::new("go");
     command
         .current_dir(dir)
@@ -389,7 +389,7 @@ fn tempfile_dir(name: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn run(command: &mut Command) -> Result<()> {
+pub(crate) fn run(command: &mut Command) -> Result<()> {
     let status = command
         .status()
         .with_context(|| format!("running {command:?}"))?;

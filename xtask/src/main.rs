@@ -9,6 +9,7 @@ mod envtest;
 mod image;
 mod krew;
 mod samples_inventory;
+mod upstream;
 
 use std::{
     path::{Path, PathBuf},
@@ -46,6 +47,17 @@ enum Task {
     /// Pack `kubectl-olm` for krew (`kubectl-olm_<os>_<arch>.tar.gz`) and fill
     /// the krew manifest deploy/krew/olm.yaml for a release tag.
     Krew(krew::KrewArgs),
+    /// Build upstream OLM's binaries (opm, the resolver harness) from their Go
+    /// modules at pinned versions into the cache, for `bench --vs-upstream`
+    /// and `conformance`.
+    Upstream(upstream::UpstreamArgs),
+    /// Build upstream's opm, then run the differential tests
+    /// (crates/opm/tests/upstream.rs) that hold ours to its output.
+    Conformance {
+        /// Extra arguments passed to the test binary (a test name filter).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Run a service against the development cluster of `cargo xtask dev`
     /// (KUBECONFIG defaults to .cache/dev/kubeconfig when it exists).
     Run {
@@ -63,6 +75,11 @@ enum Task {
         /// List the scenarios and the bench targets they run.
         #[arg(long)]
         list: bool,
+        /// Run ours and upstream's alternately on the same input
+        /// (crates/opm/benches/vs_upstream.rs), building upstream's
+        /// binaries first.
+        #[arg(long)]
+        vs_upstream: bool,
         /// Extra arguments passed to the bench binary.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -86,9 +103,18 @@ fn main() -> Result<()> {
         Task::SamplesInventory(args) => samples_inventory::refresh(&args),
         Task::Krew(args) => krew::run(&args),
         Task::Run { service, args } => run(&service, &args),
+        Task::Upstream(args) => upstream::run(&args),
+        Task::Conformance { args } => conformance(&args),
         Task::Bench {
             scenario,
             list,
+            vs_upstream: true,
+            args,
+        } => bench_vs_upstream(scenario.as_deref(), list, &args),
+        Task::Bench {
+            scenario,
+            list,
+            vs_upstream: false,
             args,
         } => bench(scenario.as_deref(), list, &args),
         Task::Test { cargo_args } => test(&cargo_args),
@@ -233,6 +259,104 @@ fn bench(scenario: Option<&str>, list: bool, args: &[String]) -> Result<()> {
         .context("running cargo bench")?;
     if !status.success() {
         bail!("bench {name} failed ({status})");
+    }
+    Ok(())
+}
+
+/// A scenario of `cargo xtask bench --vs-upstream`: ours and upstream's on
+/// the same input, alternately, in one run.
+struct VsUpstream {
+    name: &'static str,
+    what: &'static str,
+    /// Upstream's binaries it runs.
+    needs: &'static [&'static upstream::Upstream],
+}
+
+/// Every side-by-side scenario; `crates/opm/benches/vs_upstream.rs` runs them.
+const VS_UPSTREAM: &[VsUpstream] = &[
+    VsUpstream {
+        name: "catalog",
+        what: "opm serve: spawn to first ListPackages, peak RSS, GetPackage and GetBundleForChannel latency on one connection; the corpus catalogs and a generated one (upstream with and without its pre-built cache)",
+        needs: &[&upstream::OPM],
+    },
+    VsUpstream {
+        name: "render",
+        what: "opm render of the same catalogs: wall time and peak RSS",
+        needs: &[&upstream::OPM],
+    },
+    VsUpstream {
+        name: "validate",
+        what: "opm validate of the same catalogs: wall time and peak RSS",
+        needs: &[&upstream::OPM],
+    },
+    VsUpstream {
+        name: "resolve",
+        what: "the resolver: the same Subscriptions against the same catalogs (a real one; three generated ones of 20,000 entries with requirement chains), load and resolve times, decisions compared",
+        needs: &[&upstream::OLM_RESOLVER],
+    },
+];
+
+fn bench_vs_upstream(scenario: Option<&str>, list: bool, args: &[String]) -> Result<()> {
+    if list {
+        for s in VS_UPSTREAM {
+            println!("{:<14} {}", s.name, s.what);
+        }
+        return Ok(());
+    }
+    let name = scenario.context("a scenario name is required")?;
+    let scenarios: Vec<&VsUpstream> = if name == "all" {
+        VS_UPSTREAM.iter().collect()
+    } else {
+        let Some(s) = VS_UPSTREAM.iter().find(|s| s.name == name) else {
+            let known: Vec<&str> = VS_UPSTREAM.iter().map(|s| s.name).collect();
+            bail!(
+                "no side-by-side scenario {name:?}; known: {}, all",
+                known.join(", ")
+            );
+        };
+        vec![s]
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = Command::new(cargo);
+    command.current_dir(workspace_root()).args([
+        "bench",
+        "-p",
+        "opm",
+        "--bench",
+        "vs_upstream",
+        "--",
+    ]);
+    for s in &scenarios {
+        for needed in s.needs {
+            let path = upstream::install(needed, false)?;
+            command.env(needed.env, path);
+        }
+        command.arg(format!("--scenario={}", s.name));
+    }
+    let status = command.args(args).status().context("running cargo bench")?;
+    if !status.success() {
+        bail!("bench --vs-upstream {name} failed ({status})");
+    }
+    Ok(())
+}
+
+fn conformance(args: &[String]) -> Result<()> {
+    let opm = upstream::install(&upstream::OPM, false)?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["test", "-p", "opm", "--test", "upstream", "--"])
+        .args(args)
+        .env("OLM_UPSTREAM_OPM", &opm)
+        // Without upstream's binary these tests skip; here they must run.
+        .env("OLM_REQUIRE_UPSTREAM", "1")
+        .status()
+        .context("running cargo test")?;
+    if !status.success() {
+        bail!(
+            "the differential tests against upstream opm v{} failed ({status})",
+            upstream::OPM.version
+        );
     }
     Ok(())
 }

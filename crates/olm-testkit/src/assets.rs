@@ -36,6 +36,17 @@ pub const ETCD_VERSION: &str = "3.5.21";
 /// tests that assert on them ([`crate::jaeger`]).
 pub const JAEGER_VERSION: &str = "1.76.0";
 
+/// Upstream's operator-registry release whose `opm` the differential tests
+/// (`cargo xtask conformance`) and the side-by-side benchmarks
+/// (`cargo xtask bench --vs-upstream`) compare ours with. Pinned in
+/// `xtask/upstream/opm/go.mod`; never installed by CI.
+pub const UPSTREAM_OPM_VERSION: &str = "1.65.0";
+
+/// Upstream OLM's release whose resolver the side-by-side benchmark
+/// (`cargo xtask bench --vs-upstream resolve`) runs through the harness in
+/// `xtask/upstream/resolver`. Never installed by CI.
+pub const UPSTREAM_OLM_VERSION: &str = "0.46.0";
+
 /// The cache root: `OLM_CACHE_DIR`, else `$XDG_CACHE_HOME/olm-rs`, else
 /// `$HOME/.cache/olm-rs`.
 pub fn cache_dir() -> PathBuf {
@@ -59,6 +70,23 @@ pub fn bin_dir() -> PathBuf {
         .join("envtest")
         .join(format!("k8s-v{KUBERNETES_VERSION}"))
         .join("bin")
+}
+
+/// The folder `cargo xtask upstream` builds upstream's binaries into:
+/// `<cache>/upstream/bin`. Each is named with its version (`opm-v1.65.0`),
+/// so a bump never runs a stale build.
+pub fn upstream_bin_dir() -> PathBuf {
+    cache_dir().join("upstream").join("bin")
+}
+
+/// Upstream's `opm` at [`UPSTREAM_OPM_VERSION`]: `OLM_UPSTREAM_OPM` when set,
+/// else the build in [`upstream_bin_dir`], else `None`.
+pub fn upstream_opm() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("OLM_UPSTREAM_OPM") {
+        return Some(PathBuf::from(path));
+    }
+    let path = upstream_bin_dir().join(format!("opm-v{UPSTREAM_OPM_VERSION}"));
+    path.is_file().then_some(path)
 }
 
 /// Whether this process runs as root: what a real node (mounts, bridges,

@@ -24,6 +24,7 @@ pub mod node;
 mod pki;
 mod process;
 pub mod registry;
+pub mod synthetic_catalog;
 mod testdata;
 pub mod wait;
 

@@ -1,0 +1,173 @@
+//! `cargo xtask upstream`: builds upstream OLM's own binaries from their Go
+//! modules at pinned versions, for the side-by-side benchmarks
+//! (`cargo xtask bench --vs-upstream`) and the differential conformance
+//! tests (`cargo xtask conformance`). CI never builds them: they are
+//! measuring sticks, not test infrastructure the product needs.
+//!
+//! Each binary lands in [`olm_testkit::assets::upstream_bin_dir`] under a
+//! name that carries its version (`opm-v1.65.0`), written through a
+//! temporary file, so an interrupted build never leaves a half binary and a
+//! version bump never runs a stale one.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Instant,
+};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use olm_testkit::assets;
+
+use crate::{envtest, workspace_root};
+
+/// Arguments of `cargo xtask upstream`.
+#[derive(Debug, Args, Default)]
+pub(crate) struct UpstreamArgs {
+    /// Rebuild even when this version is already built.
+    #[arg(long)]
+    pub(crate) force: bool,
+}
+
+/// One upstream binary and how its module builds it.
+pub(crate) struct Upstream {
+    /// The binary's name, before the version suffix.
+    pub(crate) name: &'static str,
+    /// The wrapper module under `xtask/upstream` that pins it.
+    pub(crate) module: &'static str,
+    /// The package built inside that module's build list.
+    pub(crate) package: &'static str,
+    /// The module whose version is pinned.
+    pub(crate) pins: &'static str,
+    /// The pinned version (the module's), for the file name.
+    pub(crate) version: &'static str,
+    /// Build tags, as upstream's Makefile passes them.
+    pub(crate) tags: &'static str,
+    /// `-X` settings, as upstream's Makefile passes them.
+    pub(crate) ldflags: &'static str,
+    /// Whether cgo stays on (opm's sqlite backend needs it).
+    pub(crate) cgo: bool,
+    /// The variable that names the binary to the bench and tests.
+    pub(crate) env: &'static str,
+}
+
+/// Upstream's `opm`, built as operator-registry's Makefile builds it.
+pub(crate) const OPM: Upstream = Upstream {
+    name: "opm",
+    module: "xtask/upstream/opm",
+    package: "github.com/operator-framework/operator-registry/cmd/opm",
+    pins: "github.com/operator-framework/operator-registry",
+    version: assets::UPSTREAM_OPM_VERSION,
+    tags: "json1,containers_image_openpgp",
+    ldflags: concat!(
+        "-X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=v",
+        "1.65.0"
+    ),
+    cgo: true,
+    env: "OLM_UPSTREAM_OPM",
+};
+
+/// A harness around upstream OLM's resolver (`xtask/upstream/resolver`),
+/// driving it as catalog-operator does.
+pub(crate) const OLM_RESOLVER: Upstream = Upstream {
+    name: "olm-resolve-upstream",
+    module: "xtask/upstream/resolver",
+    package: ".",
+    pins: "github.com/operator-framework/operator-lifecycle-manager",
+    version: assets::UPSTREAM_OLM_VERSION,
+    tags: "",
+    ldflags: "",
+    cgo: false,
+    env: "OLM_UPSTREAM_RESOLVER",
+};
+
+/// Every upstream binary `cargo xtask upstream` builds.
+pub(crate) const ALL: &[&Upstream] = &[&OPM, &OLM_RESOLVER];
+
+impl Upstream {
+    /// Where the build of this version lives.
+    pub(crate) fn path(&self) -> PathBuf {
+        assets::upstream_bin_dir().join(format!("{}-v{}", self.name, self.version))
+    }
+}
+
+/// `cargo xtask upstream`: build every upstream binary that is missing.
+pub(crate) fn run(args: &UpstreamArgs) -> Result<()> {
+    for upstream in ALL {
+        let path = install(upstream, args.force)?;
+        println!("{}", path.display());
+    }
+    Ok(())
+}
+
+/// Builds `upstream` unless this version is already built; returns its path.
+pub(crate) fn install(upstream: &Upstream, force: bool) -> Result<PathBuf> {
+    let path = upstream.path();
+    if path.is_file() && !force {
+        return Ok(path);
+    }
+    envtest::check_go()?;
+    let dir = assets::upstream_bin_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let partial = dir.join(format!(".{}-v{}.partial", upstream.name, upstream.version));
+    let started = Instant::now();
+    println!(
+        "upstream: building {} ({} v{}) from {} (first time: a few minutes)",
+        upstream.name, upstream.pins, upstream.version, upstream.module
+    );
+    let mut command = envtest::go_command(&workspace_root().join(upstream.module));
+    command.env("CGO_ENABLED", if upstream.cgo { "1" } else { "0" });
+    command.args(["build", "-trimpath"]);
+    if !upstream.tags.is_empty() {
+        command.arg(format!("-tags={}", upstream.tags));
+    }
+    command.arg(format!("-ldflags=-s -w {}", upstream.ldflags));
+    command.arg("-o").arg(&partial).arg(upstream.package);
+    envtest::run(&mut command)?;
+    rename(&partial, &path)?;
+    println!(
+        "upstream: {} v{} built in {:.0} s",
+        upstream.name,
+        upstream.version,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(path)
+}
+
+fn rename(from: &Path, to: &Path) -> Result<()> {
+    std::fs::rename(from, to)
+        .with_context(|| format!("moving {} to {}", from.display(), to.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The version in each wrapper module's go.mod, the version in the file
+    /// name and the version stamped into the binary are one version.
+    #[test]
+    fn pinned_versions_agree_with_the_wrapper_modules() {
+        for upstream in ALL {
+            let go_mod =
+                std::fs::read_to_string(workspace_root().join(upstream.module).join("go.mod"))
+                    .expect("wrapper go.mod");
+            let wanted = format!("\t{} v{}\n", upstream.pins, upstream.version);
+            let direct = format!("require {} v{}\n", upstream.pins, upstream.version);
+            assert!(
+                go_mod.contains(&direct)
+                    || go_mod
+                        .lines()
+                        .any(|l| format!("{l}\n") == wanted && !l.contains("// indirect")),
+                "{}: go.mod does not require {} v{} directly",
+                upstream.module,
+                upstream.pins,
+                upstream.version
+            );
+        }
+        assert!(
+            OPM.ldflags.ends_with(&format!("=v{}", OPM.version)),
+            "opm's version stamp {} is not v{}",
+            OPM.ldflags,
+            OPM.version
+        );
+    }
+}
