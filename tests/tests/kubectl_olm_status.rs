@@ -123,8 +123,8 @@ CatalogSource          gadgets-catalog  READY          Healthy
         "\
 KIND           NAME             STATE   HEALTH     CAUSE
 Subscription   no-such-package  <none>  Unhealthy  ResolutionFailed: ConstraintsNotSatisfiable: \
-constraints not satisfiable: subscription no-such-package exists, no operators found in package \
-no-such-package in the catalog referenced by subscription no-such-package
+constraints not satisfiable: no operators found in package no-such-package in the catalog \
+referenced by subscription no-such-package, subscription no-such-package exists
 CatalogSource  gadgets-catalog  READY   Healthy
 "
     );

@@ -51,8 +51,9 @@ enum Task {
     /// modules at pinned versions into the cache, for `bench --vs-upstream`
     /// and `conformance`.
     Upstream(upstream::UpstreamArgs),
-    /// Build upstream's opm, then run the differential tests
-    /// (crates/opm/tests/upstream.rs) that hold ours to its output.
+    /// Build upstream's opm and resolver harness, then run the differential
+    /// tests (crates/opm/tests/upstream.rs, crates/olm-resolver/tests/upstream.rs)
+    /// that hold ours to their output.
     Conformance {
         /// Extra arguments passed to the test binary (a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -341,21 +342,32 @@ fn bench_vs_upstream(scenario: Option<&str>, list: bool, args: &[String]) -> Res
 }
 
 fn conformance(args: &[String]) -> Result<()> {
-    let opm = upstream::install(&upstream::OPM, false)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .current_dir(workspace_root())
-        .args(["test", "-p", "opm", "--test", "upstream", "--"])
+    let mut command = Command::new(cargo);
+    command.current_dir(workspace_root()).args([
+        "test",
+        "-p",
+        "opm",
+        "-p",
+        "olm-resolver",
+        "--test",
+        "upstream",
+        "--",
+    ]);
+    for needed in [&upstream::OPM, &upstream::OLM_RESOLVER] {
+        command.env(needed.env, upstream::install(needed, false)?);
+    }
+    // Without upstream's binaries these tests skip; here they must run.
+    let status = command
         .args(args)
-        .env("OLM_UPSTREAM_OPM", &opm)
-        // Without upstream's binary these tests skip; here they must run.
         .env("OLM_REQUIRE_UPSTREAM", "1")
         .status()
         .context("running cargo test")?;
     if !status.success() {
         bail!(
-            "the differential tests against upstream opm v{} failed ({status})",
-            upstream::OPM.version
+            "the differential tests against upstream opm v{} and OLM v{} failed ({status})",
+            upstream::OPM.version,
+            upstream::OLM_RESOLVER.version
         );
     }
     Ok(())

@@ -243,12 +243,12 @@ fn an_unsatisfiable_namespace_is_explained_with_exit_status_3() {
     assert_eq!(report["reason"], "ConstraintsNotSatisfiable");
     assert_eq!(
         report["message"],
-        "constraints not satisfiable: subscription app exists, subscription app requires community/olm/stable/app.v1.0.0, bundle app.v1.0.0 requires an operator providing an API with group: example.com, version: v1, kind: Database"
+        "constraints not satisfiable: bundle app.v1.0.0 requires an operator providing an API with group: example.com, version: v1, kind: Database, subscription app exists, subscription app requires community/olm/stable/app.v1.0.0"
     );
     let conflicts = report["conflicts"].as_array().unwrap();
     assert_eq!(conflicts.len(), 3);
     assert!(
-        conflicts[2]["explanation"]
+        conflicts[0]["explanation"]
             .as_str()
             .unwrap()
             .ends_with("no catalog visible to namespace operators has one")

@@ -80,8 +80,8 @@ pub enum DependencyKind {
 pub struct Dependency {
     /// What it asks.
     pub kind: DependencyKind,
-    /// The constraint's `failureMessage`, which replaces the generated
-    /// description in messages.
+    /// The constraint's `failureMessage`; messages show it with a CEL rule
+    /// only, as upstream.
     pub failure_message: Option<String>,
 }
 
@@ -224,11 +224,10 @@ impl Dependency {
 }
 
 impl fmt::Display for Dependency {
-    /// Upstream's predicate description, or the `failureMessage` when set.
+    /// Upstream's predicate description (OLM v0.46 `cache` predicates'
+    /// `String`). A `failureMessage` shows only with a CEL rule, as
+    /// upstream passes it only to its CEL predicate.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(m) = &self.failure_message {
-            return f.write_str(m);
-        }
         let join = |f: &mut fmt::Formatter<'_>, ds: &[Dependency], sep: &str, prefix: &str| {
             for (i, d) in ds.iter().enumerate() {
                 if i > 0 {
@@ -253,8 +252,100 @@ impl fmt::Display for Dependency {
             DependencyKind::Label(l) => write!(f, "with label: {l}"),
             DependencyKind::All(ds) => join(f, ds, " and ", ""),
             DependencyKind::Any(ds) => join(f, ds, " or ", ""),
-            DependencyKind::Not(ds) => join(f, ds, " and ", "not "),
-            DependencyKind::Cel(rule) => write!(f, "satisfying the CEL rule: {}", rule.source()),
+            // Upstream's words: the parts joined by " and not ", so the
+            // first part carries no "not".
+            DependencyKind::Not(ds) => join(f, ds, " and not ", ""),
+            DependencyKind::Cel(rule) => write!(
+                f,
+                "with constraint: {} and message: {}",
+                go_quote(rule.source()),
+                go_quote(self.failure_message.as_deref().unwrap_or(""))
+            ),
         }
+    }
+}
+
+/// Go's `strconv.Quote`: `"` and `\\` escaped, the named control escapes,
+/// other control characters as `\x`/`\u`, and (as far as Rust can tell
+/// Go's `unicode.IsPrint`) non-printing characters beyond ASCII as `\u`.
+fn go_quote(text: &str) -> String {
+    use fmt::Write as _;
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if c.is_ascii_control() => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c if c.is_control() || (c.is_whitespace() && c != ' ') => {
+                let code = u32::from(c);
+                if code > 0xffff {
+                    let _ = write!(out, "\\U{code:08x}");
+                } else {
+                    let _ = write!(out, "\\u{code:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn described(json: &str) -> String {
+        let constraint = Constraint::parse(json).unwrap();
+        Dependency::from_constraint(&constraint)
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn descriptions_are_upstreams_predicate_strings() {
+        // failureMessage shows with a CEL rule only, Go-quoted with it.
+        assert_eq!(
+            described(
+                r#"{"failureMessage":"needs \"db\"","cel":{"rule":"properties.exists(p, p.type == \"olm.label\")"}}"#
+            ),
+            r#"with constraint: "properties.exists(p, p.type == \"olm.label\")" and message: "needs \"db\"""#
+        );
+        assert_eq!(
+            described(
+                r#"{"failureMessage":"ignored","gvk":{"group":"g","version":"v1","kind":"K"}}"#
+            ),
+            "providing an API with group: g, version: v1, kind: K"
+        );
+        // not: the parts joined by " and not ", the first without "not".
+        assert_eq!(
+            described(
+                r#"{"not":{"constraints":[{"package":{"packageName":"a","versionRange":">=1.0.0"}},{"gvk":{"group":"g","version":"v1","kind":"K"}}]}}"#
+            ),
+            "with package: a and with version in range: >=1.0.0 and not providing an API with group: g, version: v1, kind: K"
+        );
+    }
+
+    #[test]
+    fn quoting_follows_go() {
+        assert_eq!(go_quote("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(
+            go_quote("\u{7}\u{8}\u{c}\n\r\t\u{b}\u{1}\u{7f}"),
+            r#""\a\b\f\n\r\t\v\x01\x7f""#
+        );
+        assert_eq!(
+            go_quote("é\u{85}\u{a0}\u{2028}"),
+            r#""é\u0085\u00a0\u2028""#
+        );
     }
 }

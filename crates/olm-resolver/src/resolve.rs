@@ -177,14 +177,13 @@ pub fn resolve(request: &ResolveRequest<'_>) -> Result<Resolution, ResolveError>
     let b = &prepared.builder;
     let out = b.problem.solve();
     match out {
-        Outcome::Conflicts(mut indexes) => {
-            // Tell it as a story: each subject's constraints together, in
-            // the order the subjects were met (Subscriptions before what
-            // they pull in).
-            indexes.sort_by_key(|&i| (b.problem.constraints[i].subject, i));
-            Err(ResolveError::NotSatisfiable {
-                conflicts: indexes.iter().map(|&i| b.explain(i)).collect(),
-            })
+        Outcome::Conflicts(indexes) => {
+            // Upstream (OLM v0.46, solver.litMapping.Conflicts) sorts the
+            // clauses of its message by their text; so do we, so the
+            // message is upstream's word for word.
+            let mut conflicts: Vec<Conflict> = indexes.iter().map(|&i| b.explain(i)).collect();
+            conflicts.sort_by(|x, y| x.message.cmp(&y.message));
+            Err(ResolveError::NotSatisfiable { conflicts })
         }
         Outcome::Selected(selected) => Ok(b.resolution(&selected, &prepared.subs)),
     }
@@ -733,7 +732,14 @@ impl Builder<'_> {
                 packages[i].1.push(v);
             }
         }
+        // Upstream sorts each set by identifier (slices.Sort in
+        // addInvariants), which is the order its message lists them in.
+        let by_name = |this: &Self, mut vars: Vec<VarId>| {
+            vars.sort_by(|&a, &b| this.problem.names[a].cmp(&this.problem.names[b]));
+            vars
+        };
         for (gvk, providers) in gvks {
+            let providers = by_name(self, providers);
             if providers.len() > 1 {
                 let names: Vec<String> = providers
                     .iter()
@@ -747,6 +753,7 @@ impl Builder<'_> {
             }
         }
         for (package, members) in packages {
+            let members = by_name(self, members);
             if members.len() > 1 {
                 let names: Vec<String> = members
                     .iter()

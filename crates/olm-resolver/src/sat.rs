@@ -119,7 +119,7 @@ impl Problem {
             let mut guarded = Encoded::new(self, true);
             let unsat = !guarded.solve(&[]);
             debug_assert!(unsat, "the guarded encoding must agree");
-            return Outcome::Conflicts(guarded.minimal_core());
+            return Outcome::Conflicts(guarded.minimal_core(&self.constraints));
         }
         let mut model = enc.model();
         let mut guessed = vec![false; self.names.len()];
@@ -300,9 +300,23 @@ impl Encoded {
     }
 
     /// A minimal unsatisfiable subset of the constraints, by deletion.
-    fn minimal_core(&mut self) -> Vec<usize> {
+    ///
+    /// Where a subject has several constraints that would each complete
+    /// the conflict (two requirements nothing provides), upstream's solver
+    /// blames the last one added (gini under OLM v0.46, seen through the
+    /// differential tests). So the solver's first core is widened to every
+    /// constraint of its subjects, and deletion runs in the order the
+    /// constraints were added: an earlier one goes while a later one can
+    /// take its place.
+    fn minimal_core(&mut self, constraints: &[Applied]) -> Vec<usize> {
         let all: Vec<usize> = (0..self.activations.len()).collect();
-        let mut core = self.core(&all);
+        let first = self.core(&all);
+        let subjects: std::collections::HashSet<VarId> =
+            first.iter().map(|&c| constraints[c].subject).collect();
+        let mut core: Vec<usize> = all
+            .into_iter()
+            .filter(|&c| first.contains(&c) || subjects.contains(&constraints[c].subject))
+            .collect();
         let mut i = 0;
         while i < core.len() {
             let trial: Vec<usize> = core

@@ -89,6 +89,17 @@ pub fn upstream_opm() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// The harness around upstream OLM's resolver at [`UPSTREAM_OLM_VERSION`]
+/// (`xtask/upstream/resolver`): `OLM_UPSTREAM_RESOLVER` when set, else the
+/// build in [`upstream_bin_dir`], else `None`.
+pub fn upstream_resolver() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("OLM_UPSTREAM_RESOLVER") {
+        return Some(PathBuf::from(path));
+    }
+    let path = upstream_bin_dir().join(format!("olm-resolve-upstream-v{UPSTREAM_OLM_VERSION}"));
+    path.is_file().then_some(path)
+}
+
 /// Whether this process runs as root: what a real node (mounts, bridges,
 /// iptables) and installing Debian packages need.
 pub fn is_root() -> bool {

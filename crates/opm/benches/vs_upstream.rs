@@ -75,11 +75,13 @@ fn main() {
     } else {
         String::new()
     };
-    println!(
-        "vs_upstream: ours {}, upstream {} ({upstream_version}), {runs} runs each, alternating\n",
-        ours.display(),
-        upstream.display(),
-    );
+    if needs_opm {
+        println!(
+            "vs_upstream: ours {}, upstream {} ({upstream_version}), {runs} runs each, alternating\n",
+            ours.display(),
+            upstream.display(),
+        );
+    }
 
     let mut rows = Vec::new();
     for scenario in &scenarios {
