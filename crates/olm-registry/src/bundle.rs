@@ -30,6 +30,7 @@ use crate::{
             PROPERTY_PACKAGE_REQUIRED,
         },
     },
+    manifest_cache::Manifests,
 };
 
 /// Which form of a bundle an RPC answers with.
@@ -111,6 +112,9 @@ impl CatalogIndex {
         let package = &self.packages[rec.package as usize];
         let image = self.str(rec.image);
         let want_manifests = form == BundleForm::Single || image.is_empty();
+        let cached = want_manifests
+            .then(|| self.manifests.get(entry.bundle))
+            .flatten();
 
         let bytes = self.store.read(rec.blob)?;
         let corrupt = |message: String| ReadError::Corrupt {
@@ -132,7 +136,7 @@ impl CatalogIndex {
             };
             match ty {
                 PROPERTY_BUNDLE_OBJECT => {
-                    if want_manifests {
+                    if want_manifests && cached.is_none() {
                         objects.push(manifest_json(raw).map_err(&corrupt)?);
                     }
                     continue;
@@ -173,7 +177,11 @@ impl CatalogIndex {
         }
 
         let mut csv_json = String::new();
-        if want_manifests {
+        if let Some(m) = &cached {
+            objects.clone_from(&m.objects);
+            csv_json.clone_from(&m.csv_json);
+        } else if want_manifests {
+            let decoded = !objects.is_empty();
             csv_json = objects
                 .iter()
                 .find(|o| is_csv(o))
@@ -190,6 +198,17 @@ impl CatalogIndex {
                     objects.push(stub.clone());
                 }
                 csv_json = stub;
+            }
+            // Decoding olm.bundle.object is the cost worth keeping; a stub
+            // CSV is cheap to build again.
+            if decoded {
+                self.manifests.insert(
+                    entry.bundle,
+                    Manifests {
+                        objects: objects.clone(),
+                        csv_json: csv_json.clone(),
+                    },
+                );
             }
         }
 

@@ -52,6 +52,7 @@ mod error;
 mod gojson;
 mod index;
 mod limits;
+mod manifest_cache;
 #[cfg(feature = "resolver-input")]
 pub mod resolver_input;
 mod server;
@@ -65,6 +66,7 @@ pub use limits::{
     DEFAULT_MAX_STREAM_MESSAGES, IndexLimits, MAX_NAME_BYTES, MAX_REQUEST_MESSAGE_BYTES,
     MAX_RESPONSE_MESSAGE_BYTES, StreamLimits,
 };
+pub use manifest_cache::MANIFEST_CACHE_BYTES;
 pub use server::{
     FILE_DESCRIPTOR_SET, HEADER_ACKNOWLEDGE_EXPERIMENTAL, RegistryServer, RunningServer,
 };

@@ -790,6 +790,9 @@ fn lay_out(
         customs: custom_recs,
         store: BlobStore::new(PathBuf::new(), Vec::new(), Vec::new()),
         stats,
+        manifests: crate::manifest_cache::ManifestCache::new(
+            crate::manifest_cache::MANIFEST_CACHE_BYTES,
+        ),
     })
 }
 

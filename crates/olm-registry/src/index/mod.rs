@@ -167,6 +167,8 @@ pub struct CatalogIndex {
     pub(crate) customs: Vec<CustomRec>,
     pub(crate) store: BlobStore,
     pub(crate) stats: IndexStats,
+    /// Decoded `olm.bundle.object` manifests of recently served bundles.
+    pub(crate) manifests: crate::manifest_cache::ManifestCache,
 }
 
 impl CatalogIndex {
