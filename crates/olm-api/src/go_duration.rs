@@ -15,13 +15,13 @@ use jiff::SignedDuration;
 pub enum DurationError {
     /// Not a duration at all (or longer than [`MAX_DURATION_TEXT`], or out
     /// of range).
-    #[error("time: invalid duration {}", go_quote(.0))]
+    #[error("time: invalid duration {}", crate::go_text::quote(.0))]
     Invalid(String),
     /// A number without a unit.
-    #[error("time: missing unit in duration {}", go_quote(.0))]
+    #[error("time: missing unit in duration {}", crate::go_text::quote(.0))]
     MissingUnit(String),
     /// A unit Go does not know.
-    #[error("time: unknown unit {} in duration {}", go_quote(.unit), go_quote(.input))]
+    #[error("time: unknown unit {} in duration {}", crate::go_text::quote(.unit), crate::go_text::quote(.input))]
     UnknownUnit {
         /// The unit.
         unit: String,
@@ -30,7 +30,7 @@ pub enum DurationError {
     },
     /// A negative duration where only a length of time makes sense (see
     /// [`parse_non_negative`]).
-    #[error("negative duration {}", go_quote(.0))]
+    #[error("negative duration {}", crate::go_text::quote(.0))]
     Negative(String),
 }
 
@@ -190,26 +190,6 @@ fn push_fraction(out: &mut String, value: u128, scale: u128) {
         let digits = format!("{fraction:0width$}");
         let _ = write!(out, ".{}", digits.trim_end_matches('0'));
     }
-}
-
-/// Go's `strconv.Quote` for the plain text we quote in errors.
-fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\x{:02x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

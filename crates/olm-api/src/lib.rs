@@ -18,6 +18,7 @@ pub mod conditions;
 pub mod crd;
 pub mod csv;
 pub mod go_duration;
+pub mod go_text;
 pub mod install_identity;
 pub mod install_plan;
 pub mod labels;

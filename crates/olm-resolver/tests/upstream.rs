@@ -12,7 +12,6 @@
 use std::{
     collections::BTreeSet,
     path::{Path, PathBuf},
-    process::Command,
     sync::Arc,
 };
 
@@ -329,58 +328,28 @@ fn ours(dir: &Path, case: &Case) -> Outcome {
 }
 
 fn theirs(harness: &Path, dir: &Path, case: &Case) -> Outcome {
-    let subscriptions: Vec<Value> = case
+    let subscriptions: Vec<olm_testkit::upstream_resolver::Subscription> = case
         .subscriptions
         .iter()
-        .map(|s| {
-            json!({"namespace": NAMESPACE, "name": s.name, "package": s.package, "channel": s.channel,
-                "catalog": s.catalog, "catalogNamespace": s.catalog_namespace, "startingCSV": s.starting_csv})
+        .map(|s| olm_testkit::upstream_resolver::Subscription {
+            namespace: NAMESPACE.to_owned(),
+            name: s.name.clone(),
+            package: s.package.clone(),
+            channel: s.channel.clone(),
+            catalog: s.catalog.clone(),
+            catalog_namespace: s.catalog_namespace.clone(),
+            starting_csv: s.starting_csv.clone(),
         })
         .collect();
-    let file = dir.join("subscriptions.json");
-    std::fs::write(&file, serde_json::to_vec(&subscriptions).unwrap()).unwrap();
-    let catalogs = dir.join("catalogs");
-    let output = Command::new(harness)
-        .arg("--catalogs")
-        .arg(&catalogs)
-        .arg("--subscriptions")
-        .arg(&file)
-        .args([
-            "--runs",
-            "1",
-            "--entry",
-            "resolve",
-            "--namespace",
-            CATALOG_NAMESPACE,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}: the harness failed: {}",
-        case.name,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
-    match result["error"].as_str().unwrap_or_default() {
-        "" => Ok(result["operators"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| {
-                (
-                    o["name"].as_str().unwrap().to_owned(),
-                    o["catalog"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect()),
-        // The harness names the namespace it resolved; upstream's message
-        // follows.
-        error => Err(error
-            .strip_prefix(&format!("namespace {NAMESPACE}: "))
-            .unwrap_or(error)
-            .to_owned()),
-    }
+    olm_testkit::upstream_resolver::run(
+        harness,
+        &dir.join("catalogs"),
+        &subscriptions,
+        1,
+        CATALOG_NAMESPACE,
+        dir,
+    )
+    .outcome
 }
 
 #[test]

@@ -26,6 +26,7 @@ mod process;
 pub mod registry;
 pub mod synthetic_catalog;
 mod testdata;
+pub mod upstream_resolver;
 pub mod wait;
 
 pub use control_plane::{

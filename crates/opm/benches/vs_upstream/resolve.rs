@@ -13,7 +13,6 @@ use std::{
     collections::BTreeSet,
     io::Write,
     path::{Path, PathBuf},
-    process::Command,
     sync::Arc,
     time::Instant,
 };
@@ -68,7 +67,7 @@ pub(crate) fn scenario(out: &Path) -> Vec<Row> {
             median(&theirs.resolve_ms),
             theirs.resolve_ms.len()
         );
-        match (&ours_decision, &theirs.decision) {
+        match (&ours_decision, &theirs.outcome) {
             (Ok(a), Ok(b)) if a == b => println!("  decisions agree: {} operators", a.len()),
             (Err(a), Err(b)) => println!("  both refuse: ours {a:?}; upstream {b:?}"),
             (a, b) => println!("  DECISIONS DIFFER\n    ours:     {a:?}\n    upstream: {b:?}"),
@@ -130,78 +129,35 @@ fn ours(case: &Case, runs: usize) -> (f64, Vec<f64>, Decision) {
     (load_ms, times, decision)
 }
 
-struct Upstream {
-    load_ms: f64,
-    resolve_ms: Vec<f64>,
-    decision: Decision,
-}
-
-fn upstream(harness: &Path, case: &Case, runs: usize, out: &Path) -> Upstream {
-    let subscriptions: Vec<Value> = case
+fn upstream(
+    harness: &Path,
+    case: &Case,
+    runs: usize,
+    out: &Path,
+) -> olm_testkit::upstream_resolver::Run {
+    let subscriptions: Vec<olm_testkit::upstream_resolver::Subscription> = case
         .subscriptions
         .iter()
-        .map(|s| {
-            json!({
-                "namespace": NAMESPACE,
-                "name": s.name,
-                "package": s.package,
-                "channel": s.channel,
-                "catalog": s.catalog,
-                "catalogNamespace": s.catalog_namespace,
-                "startingCSV": s.starting_csv,
-            })
+        .map(|s| olm_testkit::upstream_resolver::Subscription {
+            namespace: NAMESPACE.to_owned(),
+            name: s.name.clone(),
+            package: s.package.clone(),
+            channel: s.channel.clone(),
+            catalog: s.catalog.clone(),
+            catalog_namespace: s.catalog_namespace.clone(),
+            starting_csv: s.starting_csv.clone(),
         })
         .collect();
-    let file = out.join(format!("subscriptions-{}.json", case.name));
-    std::fs::write(&file, serde_json::to_vec_pretty(&subscriptions).unwrap()).unwrap();
-    let output = Command::new(harness)
-        .arg("--catalogs")
-        .arg(&case.catalogs)
-        .arg("--subscriptions")
-        .arg(&file)
-        .args([
-            "--runs",
-            &runs.to_string(),
-            "--namespace",
-            CATALOG_NAMESPACE,
-        ])
-        // Resolver.Resolve alone, the call ours is measured on (the default,
-        // `steps`, adds catalog-operator's step generation).
-        .args(["--entry", "resolve"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "upstream's resolver harness failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let error = result["error"].as_str().unwrap_or_default();
-    let decision = if error.is_empty() {
-        Ok(result["operators"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| {
-                (
-                    o["name"].as_str().unwrap().to_owned(),
-                    o["catalog"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect())
-    } else {
-        Err(error.to_owned())
-    };
-    Upstream {
-        load_ms: result["load_ms"].as_f64().unwrap(),
-        resolve_ms: result["resolve_ms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect(),
-        decision,
-    }
+    let scratch = out.join(format!("resolve-input-{}", case.name));
+    std::fs::create_dir_all(&scratch).unwrap();
+    olm_testkit::upstream_resolver::run(
+        harness,
+        &case.catalogs,
+        &subscriptions,
+        runs,
+        CATALOG_NAMESPACE,
+        &scratch,
+    )
 }
 
 fn catalog_dirs(root: &Path) -> Vec<PathBuf> {
