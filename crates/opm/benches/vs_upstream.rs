@@ -56,6 +56,12 @@ fn main() {
     let scenarios: Vec<String> = std::env::args()
         .filter_map(|a| a.strip_prefix("--scenario=").map(str::to_owned))
         .collect();
+    if scenarios.is_empty() {
+        eprintln!(
+            "vs_upstream: no --scenario=NAME given; run it through `cargo xtask bench --vs-upstream <scenario>`"
+        );
+        std::process::exit(2);
+    }
     let needs_opm = scenarios.iter().any(|s| s != "resolve");
     let upstream = std::env::var_os("OLM_UPSTREAM_OPM").map(PathBuf::from);
     if needs_opm && upstream.is_none() {
