@@ -354,18 +354,10 @@ impl CatalogIndex {
             spec.push(("links", Node::Typed(v, &csv_types::APP_LINKS)));
         }
         if let Some(icon) = package.icon {
-            // Upstream decodes the icon and encodes it again; clean standard
-            // base64 comes out as it went in.
-            let data: String = icon
-                .base64data
-                .unwrap_or_default()
-                .chars()
-                .filter(|c| !c.is_ascii_whitespace())
-                .collect();
-            let data = base64::engine::general_purpose::STANDARD
-                .decode(&data)
-                .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
-                .unwrap_or(data);
+            // Upstream decodes the icon and encodes it again, with Go's
+            // decoder (the index refused icons it cannot decode).
+            let data = icon.base64data.unwrap_or_default();
+            let data = olm_catalog::go_json::reencode_base64(&data).unwrap_or(data);
             let mut icon_json = String::from("[{\"base64data\":");
             gojson::write_string(&mut icon_json, &data, HtmlEscape::On);
             icon_json.push_str(",\"mediatype\":");

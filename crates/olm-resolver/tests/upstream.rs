@@ -23,20 +23,13 @@ use serde_json::{Value, json};
 const NAMESPACE: &str = "operators";
 const CATALOG_NAMESPACE: &str = "olm";
 
+/// Upstream's resolver harness (`cargo xtask upstream` builds it;
+/// `OLM_UPSTREAM_RESOLVER` names another), or `None` after saying why.
 fn harness() -> Option<PathBuf> {
-    match olm_testkit::assets::upstream_resolver() {
-        Some(path) => Some(path),
-        None => {
-            assert!(
-                std::env::var_os("OLM_REQUIRE_UPSTREAM").is_none(),
-                "upstream's resolver harness is required: run `cargo xtask upstream`"
-            );
-            println!(
-                "skipping: run `cargo xtask conformance` (or set OLM_UPSTREAM_RESOLVER) to compare with upstream's resolver"
-            );
-            None
-        }
-    }
+    olm_testkit::assets::upstream_or_skip(
+        olm_testkit::assets::upstream_resolver(),
+        "the differential tests against upstream's resolver",
+    )
 }
 
 /// What a resolution decided: the CSVs with their catalogs, or the message.

@@ -100,6 +100,31 @@ pub fn upstream_resolver() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// `found` (one of upstream's binaries, from [`upstream_opm`] or
+/// [`upstream_resolver`]) for the tests `what` names, or `None` after
+/// saying why. `cargo xtask conformance` sets `OLM_REQUIRE_UPSTREAM`, and a
+/// missing binary then fails those tests; elsewhere, CI included (which
+/// never builds upstream), they skip. The upstream twin of
+/// [`pinned_or_skip`].
+pub fn upstream_or_skip(found: Option<PathBuf>, what: &str) -> Option<PathBuf> {
+    match found {
+        Some(path) => {
+            assert!(path.is_file(), "{what}: {} is not a file", path.display());
+            Some(path)
+        }
+        None => {
+            assert!(
+                std::env::var_os("OLM_REQUIRE_UPSTREAM").is_none(),
+                "{what} need upstream's binaries: run `cargo xtask upstream`"
+            );
+            println!(
+                "skipping {what}: run `cargo xtask conformance` to build upstream and run them"
+            );
+            None
+        }
+    }
+}
+
 /// Whether this process runs as root: what a real node (mounts, bridges,
 /// iptables) and installing Debian packages need.
 pub fn is_root() -> bool {

@@ -21,26 +21,13 @@ mod broken;
 #[path = "upstream/serve.rs"]
 mod serve;
 
-/// Upstream's binary (`cargo xtask upstream` builds it; `OLM_UPSTREAM_OPM`
-/// names another), or `None` after saying why. `cargo xtask conformance`
-/// sets `OLM_REQUIRE_UPSTREAM`, and then a missing binary fails.
+/// Upstream's `opm` (`cargo xtask upstream` builds it; `OLM_UPSTREAM_OPM`
+/// names another), or `None` after saying why.
 fn upstream() -> Option<PathBuf> {
-    match olm_testkit::assets::upstream_opm() {
-        Some(path) => {
-            assert!(path.is_file(), "{} is not a file", path.display());
-            Some(path)
-        }
-        None => {
-            assert!(
-                std::env::var_os("OLM_REQUIRE_UPSTREAM").is_none(),
-                "upstream's opm is required: run `cargo xtask upstream`"
-            );
-            println!(
-                "skipping: run `cargo xtask conformance` (or set OLM_UPSTREAM_OPM) to run the differential tests"
-            );
-            None
-        }
-    }
+    olm_testkit::assets::upstream_or_skip(
+        olm_testkit::assets::upstream_opm(),
+        "the differential tests against upstream's opm",
+    )
 }
 
 fn run(binary: &Path, args: &[&str], cwd: &Path) -> Output {

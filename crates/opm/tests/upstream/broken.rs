@@ -77,8 +77,13 @@ enum Variant {
     Lenient(&'static str, &'static [(&'static str, &'static str)]),
 }
 
-/// The valid base as YAML, for the variants written as raw files.
-const BASE_YAML: &str = "schema: olm.package\nname: a\ndefaultChannel: s\n---\nschema: olm.channel\npackage: a\nname: s\nentries:\n- name: a.v1\n---\nschema: olm.bundle\nname: a.v1\npackage: a\nimage: x\nproperties:\n- type: olm.package\n  value: {packageName: a, version: 1.0.0}\n";
+/// The valid base as YAML (a macro, so variants can `concat!` onto it).
+macro_rules! base_yaml {
+    () => {
+        "schema: olm.package\nname: a\ndefaultChannel: s\n---\nschema: olm.channel\npackage: a\nname: s\nentries:\n- name: a.v1\n---\nschema: olm.bundle\nname: a.v1\npackage: a\nimage: x\nproperties:\n- type: olm.package\n  value: {packageName: a, version: 1.0.0}\n"
+    };
+}
+const BASE_YAML: &str = base_yaml!();
 
 fn variants() -> Vec<Variant> {
     use Variant::{Docs, Files, Lenient};
@@ -209,13 +214,7 @@ fn variants() -> Vec<Variant> {
         ),
         Files(
             "byte order mark",
-            &[(
-                "catalog.yaml",
-                concat!(
-                    "\u{feff}",
-                    "schema: olm.package\nname: a\ndefaultChannel: s\n---\nschema: olm.channel\npackage: a\nname: s\nentries:\n- name: a.v1\n---\nschema: olm.bundle\nname: a.v1\npackage: a\nimage: x\nproperties:\n- type: olm.package\n  value: {packageName: a, version: 1.0.0}\n"
-                ),
-            )],
+            &[("catalog.yaml", concat!("\u{feff}", base_yaml!()))],
         ),
         Files(
             "YAML list document",
@@ -234,13 +233,7 @@ fn variants() -> Vec<Variant> {
         ),
         Files(
             "trailing separator",
-            &[(
-                "catalog.yaml",
-                concat!(
-                    "schema: olm.package\nname: a\ndefaultChannel: s\n---\nschema: olm.channel\npackage: a\nname: s\nentries:\n- name: a.v1\n---\nschema: olm.bundle\nname: a.v1\npackage: a\nimage: x\nproperties:\n- type: olm.package\n  value: {packageName: a, version: 1.0.0}\n",
-                    "---\n"
-                ),
-            )],
+            &[("catalog.yaml", concat!(base_yaml!(), "---\n"))],
         ),
         Lenient(
             "a comment-only file beside the catalog",
@@ -251,13 +244,7 @@ fn variants() -> Vec<Variant> {
         ),
         Lenient(
             "blank line after a trailing separator",
-            &[(
-                "catalog.yaml",
-                concat!(
-                    "schema: olm.package\nname: a\ndefaultChannel: s\n---\nschema: olm.channel\npackage: a\nname: s\nentries:\n- name: a.v1\n---\nschema: olm.bundle\nname: a.v1\npackage: a\nimage: x\nproperties:\n- type: olm.package\n  value: {packageName: a, version: 1.0.0}\n",
-                    "---\n\n"
-                ),
-            )],
+            &[("catalog.yaml", concat!(base_yaml!(), "---\n\n"))],
         ),
         Lenient(
             "null document",
