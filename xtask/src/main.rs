@@ -47,13 +47,13 @@ enum Task {
     /// Pack `kubectl-olm` for krew (`kubectl-olm_<os>_<arch>.tar.gz`) and fill
     /// the krew manifest deploy/krew/olm.yaml for a release tag.
     Krew(krew::KrewArgs),
-    /// Build upstream OLM's binaries (opm, the resolver harness) from their Go
-    /// modules at pinned versions into the cache, for `bench --vs-upstream`
-    /// and `conformance`.
+    /// Build upstream OLM's binaries (opm, the resolver and RBAC harnesses)
+    /// from their Go modules at pinned versions into the cache, for
+    /// `bench --vs-upstream` and `conformance`.
     Upstream(upstream::UpstreamArgs),
-    /// Build upstream's opm and resolver harness, then run the differential
-    /// tests (crates/opm/tests/upstream.rs, crates/olm-resolver/tests/upstream.rs)
-    /// that hold ours to their output.
+    /// Build upstream's opm and harnesses, then run the differential tests
+    /// (crates/opm/tests/upstream.rs, crates/olm-resolver/tests/upstream.rs,
+    /// crates/olm-plan/tests/upstream.rs) that hold ours to their output.
     Conformance {
         /// Extra arguments passed to the test binary (a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -350,11 +350,13 @@ fn conformance(args: &[String]) -> Result<()> {
         "opm",
         "-p",
         "olm-resolver",
+        "-p",
+        "olm-plan",
         "--test",
         "upstream",
         "--",
     ]);
-    for needed in [&upstream::OPM, &upstream::OLM_RESOLVER] {
+    for needed in upstream::ALL {
         command.env(needed.env, upstream::install(needed, false)?);
     }
     // Without upstream's binaries these tests skip; here they must run.

@@ -78,8 +78,23 @@ pub(crate) const OLM_RESOLVER: Upstream = Upstream {
     env: "OLM_UPSTREAM_RESOLVER",
 };
 
+/// A harness printing the RBAC InstallPlan steps upstream OLM builds for a
+/// CSV (`xtask/upstream/resolver/rbac`, same module and pins as
+/// [`OLM_RESOLVER`]).
+pub(crate) const OLM_RBAC: Upstream = Upstream {
+    name: "olm-rbac-upstream",
+    module: "xtask/upstream/resolver",
+    package: "./rbac",
+    pins: "github.com/operator-framework/operator-lifecycle-manager",
+    version: assets::UPSTREAM_OLM_VERSION,
+    tags: "",
+    version_var: None,
+    cgo: false,
+    env: "OLM_UPSTREAM_RBAC",
+};
+
 /// Every upstream binary `cargo xtask upstream` builds.
-pub(crate) const ALL: &[&Upstream] = &[&OPM, &OLM_RESOLVER];
+pub(crate) const ALL: &[&Upstream] = &[&OPM, &OLM_RESOLVER, &OLM_RBAC];
 
 impl Upstream {
     /// Where the build of this version lives.

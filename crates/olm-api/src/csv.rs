@@ -403,9 +403,50 @@ pub struct StrategyDeploymentPermissions {
     #[serde(default)]
     pub service_account_name: String,
 
-    /// The rules granted to it.
-    #[serde(default)]
+    /// The rules granted to it. Keys are matched to fields as Go does, so
+    /// a rule spelling `apigroups` grants what upstream grants.
+    #[serde(default, deserialize_with = "go_policy_rules")]
     pub rules: Vec<PolicyRule>,
+}
+
+/// The fields of `rbac/v1.PolicyRule`.
+const POLICY_RULE_FIELDS: &[&str] = &[
+    "verbs",
+    "apiGroups",
+    "resources",
+    "resourceNames",
+    "nonResourceURLs",
+];
+
+/// Policy rules read as upstream's Go types read them: each key fills the
+/// field [`crate::go_text::match_field`] names (a later key wins over an
+/// earlier one for the same field), and unknown keys are ignored.
+fn go_policy_rules<'de, D>(deserializer: D) -> Result<Vec<PolicyRule>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error as _;
+    let Some(rules) = Option::<Vec<serde_json::Value>>::deserialize(deserializer)? else {
+        return Ok(Vec::new());
+    };
+    rules
+        .into_iter()
+        .map(|rule| {
+            let rule = match rule {
+                serde_json::Value::Object(object) => {
+                    let mut fields = serde_json::Map::new();
+                    for (key, value) in object {
+                        if let Some(field) = crate::go_text::match_field(&key, POLICY_RULE_FIELDS) {
+                            fields.insert(field.to_owned(), value);
+                        }
+                    }
+                    serde_json::Value::Object(fields)
+                }
+                other => other,
+            };
+            serde_json::from_value(rule).map_err(D::Error::custom)
+        })
+        .collect()
 }
 
 /// The CustomResourceDefinitions an operator owns and requires.

@@ -1,5 +1,7 @@
 //! Go's text conventions that OLM's messages carry, for messages that must
-//! read as upstream's word for word.
+//! read as upstream's word for word, and the one rule of Go's
+//! `encoding/json` that changes what a manifest means: object keys match
+//! struct fields without regard to case ([`match_field`]).
 
 /// Go's `strconv.Quote`: `"` and `\\` escaped, the named control escapes,
 /// other control characters as `\x`/`\u`, and (as far as Rust can tell
@@ -37,6 +39,32 @@ pub fn quote(text: &str) -> String {
     out
 }
 
+/// The field of `fields` a JSON object key fills when Go's `encoding/json`
+/// decodes it: the field spelled exactly so, else the first one equal under
+/// Unicode simple case folding (`bytes.EqualFold`: `apigroups` fills
+/// `apiGroups`, and so do `APIGROUPS` and `apiGroupſ`). Upstream OLM decodes
+/// bundle manifests this way, so a key serde would drop still counts there.
+pub fn match_field<'a>(key: &str, fields: &[&'a str]) -> Option<&'a str> {
+    if let Some(exact) = fields.iter().find(|f| **f == key) {
+        return Some(exact);
+    }
+    let fold = |c: char| -> char {
+        match c {
+            // The two characters outside ASCII whose fold orbit reaches it.
+            '\u{17f}' => 's',
+            '\u{212a}' => 'k',
+            c => c.to_lowercase().next().unwrap_or(c),
+        }
+    };
+    fields.iter().copied().find(|field| {
+        field.chars().count() == key.chars().count()
+            && field
+                .chars()
+                .zip(key.chars())
+                .all(|(a, b)| fold(a) == fold(b))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +77,27 @@ mod tests {
             r#""\a\b\f\n\r\t\v\x01\x7f""#
         );
         assert_eq!(quote("é\u{85}\u{a0}\u{2028}"), r#""é\u0085\u00a0\u2028""#);
+    }
+
+    #[test]
+    fn keys_match_fields_as_go_decodes_them() {
+        let fields = ["verbs", "apiGroups", "nonResourceURLs"];
+        let cases = [
+            ("apiGroups", Some("apiGroups")),
+            ("apigroups", Some("apiGroups")),
+            ("APIGROUPS", Some("apiGroups")),
+            ("apiGroup\u{17f}", Some("apiGroups")),
+            ("nonresourceurls", Some("nonResourceURLs")),
+            ("apiGroup", None),
+            ("api_groups", None),
+            ("", None),
+            ("verbsé", None),
+        ];
+        for (key, want) in cases {
+            assert_eq!(match_field(key, &fields), want, "{key}");
+        }
+        // An exact spelling wins over a folded one.
+        assert_eq!(match_field("ab", &["AB", "ab"]), Some("ab"));
+        assert_eq!(match_field("Ab", &["AB", "ab"]), Some("AB"));
     }
 }

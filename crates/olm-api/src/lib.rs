@@ -28,6 +28,7 @@ pub mod operator;
 pub mod operator_condition;
 pub mod operator_group;
 pub mod operator_hub;
+pub mod ownership;
 pub mod package_manifest;
 pub mod samples;
 pub mod subscription;

@@ -231,6 +231,10 @@ enum Normalisation {
     Defaulted,
     /// A quantity written as a number came back as the equivalent string.
     QuantityAsString,
+    /// A field the input spelled with other case came back spelled as the
+    /// schema spells it, as Go's decoder reads it (policy rules:
+    /// `olm_api::go_text::match_field`).
+    ReadAsGoReads,
 }
 
 struct Corpus {
@@ -453,6 +457,7 @@ impl Corpus {
                 Normalisation::RequiredAdded => "added empty required field",
                 Normalisation::Defaulted => "added what API server defaulting fills in",
                 Normalisation::QuantityAsString => "quantity number written as string",
+                Normalisation::ReadAsGoReads => "field spelled in other case read as Go reads it",
             };
             let _ = writeln!(out, "  {what}: {kind} {pattern} x{count} (first: {first})");
         }
@@ -546,8 +551,17 @@ fn compare(
             for (key, value) in after.iter().filter(|(key, _)| !before.contains_key(*key)) {
                 let mark = pointer.len();
                 push_pointer(pointer, key);
+                let spelled_otherwise = before
+                    .iter()
+                    .find(|(other, _)| {
+                        other.eq_ignore_ascii_case(key) && !after.contains_key(*other)
+                    })
+                    .map(|(_, read)| read);
                 if schema_requires(schema, key) && is_empty_value(value) {
                     found.push((Normalisation::RequiredAdded, pointer.clone()));
+                } else if let Some(read) = spelled_otherwise {
+                    compare(read, value, child_schema(schema, key), pointer, found)?;
+                    found.push((Normalisation::ReadAsGoReads, pointer.clone()));
                 } else if is_server_default(value, child_schema(schema, key)) {
                     found.push((Normalisation::Defaulted, pointer.clone()));
                 } else {

@@ -11,5 +11,8 @@
 //! hand the objects in.
 
 pub mod crd;
+pub mod csv_rbac;
+pub mod go_json;
+pub mod hash;
 pub mod rbac;
 pub mod steps;

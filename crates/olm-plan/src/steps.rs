@@ -1,9 +1,10 @@
 //! The InstallPlan steps of one resolved bundle: its CSV (with `replaces`
 //! set to the CSV it upgrades and the resolved properties recorded), then
-//! every other object of the bundle in bundle order; the Subscription step a
-//! dependency gets; and the order upstream lists a plan's steps in.
-//! Upstream: `NewStepResourceFromBundle` and `NewStepsFromBundle`
-//! (`pkg/controller/registry/resolver/steps.go`).
+//! every other object of the bundle in bundle order, then the RBAC its
+//! install strategy asks for; the Subscription step a dependency gets; and
+//! the order upstream lists a plan's steps in.
+//! Upstream: `NewStepResourceFromBundle`, `NewStepsFromBundle` and
+//! `NewServiceAccountStepResources` (`pkg/controller/registry/resolver/steps.go`).
 
 use olm_api::install_plan::{Step, StepResource, StepStatus};
 use olm_resolver::ResolvedOperator;
@@ -109,13 +110,17 @@ fn step_of(resolving: &str, source: &BundleSource, object: &Map<String, Value>) 
     }
 }
 
-/// The steps of one bundle. `replaces` is the installed CSV the bundle
-/// upgrades (written into the CSV's `spec.replaces`, as upstream does), and
-/// `properties` the resolved properties JSON for the
+/// The steps of one bundle installed into `namespace`. `replaces` is the
+/// installed CSV the bundle upgrades (written into the CSV's `spec.replaces`,
+/// as upstream does), and `properties` the resolved properties JSON for the
 /// `operatorframework.io/properties` annotation.
+///
+/// After the bundle's own objects come the RBAC steps of the CSV's install
+/// strategy ([`rbac_steps`]).
 pub fn steps_for_bundle(
     bundle: &BundleContent,
     source: &BundleSource,
+    namespace: &str,
     replaces: Option<&str>,
     properties: Option<&str>,
 ) -> Result<Vec<Step>, StepsError> {
@@ -136,6 +141,11 @@ pub fn steps_for_bundle(
     } else {
         parse(csv_name, usize::MAX, &bundle.csv_json)?
     };
+    if let Some(Value::Object(metadata)) = csv.get_mut("metadata")
+        && !namespace.is_empty()
+    {
+        metadata.insert("namespace".to_owned(), Value::String(namespace.to_owned()));
+    }
     let spec = csv
         .entry("spec")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -162,7 +172,59 @@ pub fn steps_for_bundle(
             .filter(|o| !is_csv(o))
             .map(|o| step_of(csv_name, source, o)),
     );
+    if let Ok(typed) =
+        serde_json::from_value::<olm_api::csv::ClusterServiceVersion>(Value::Object(csv))
+    {
+        steps.extend(rbac_steps(&typed, source));
+    }
     Ok(steps)
+}
+
+/// The RBAC steps of a CSV (its `metadata.namespace` set to where it is
+/// installed): for each service account of its install strategy, the
+/// ServiceAccount (unless it is `default`), then its Roles, RoleBindings,
+/// ClusterRoles and ClusterRoleBindings, built by [`crate::csv_rbac`], the
+/// rules olm-operator also creates them with, so both write the same
+/// objects. Service accounts come in name order; upstream walks a Go map,
+/// whose order changes from run to run.
+///
+/// A CSV whose install strategy is not `deployment` gets no RBAC steps:
+/// upstream refuses to build the plan at all, where we install the CSV and
+/// olm-operator marks it Failed with upstream's `InvalidInstallStrategy`
+/// reason, which says what is wrong where the user looks.
+pub fn rbac_steps(csv: &olm_api::csv::ClusterServiceVersion, source: &BundleSource) -> Vec<Step> {
+    let csv_name = csv.metadata.name.clone().unwrap_or_default();
+    let Ok(by_account) = crate::csv_rbac::rbac_for_csv(csv) else {
+        return Vec::new();
+    };
+    let mut steps = Vec::new();
+    let mut push = |value: Result<Value, serde_json::Error>| {
+        if let Ok(Value::Object(object)) = value {
+            steps.push(step_of(&csv_name, source, &object));
+        }
+    };
+    for (account, permissions) in by_account {
+        if account != "default" {
+            push(serde_json::to_value(&permissions.service_account));
+        }
+        permissions
+            .roles
+            .iter()
+            .for_each(|o| push(serde_json::to_value(o)));
+        permissions
+            .role_bindings
+            .iter()
+            .for_each(|o| push(serde_json::to_value(o)));
+        permissions
+            .cluster_roles
+            .iter()
+            .for_each(|o| push(serde_json::to_value(o)));
+        permissions
+            .cluster_role_bindings
+            .iter()
+            .for_each(|o| push(serde_json::to_value(o)));
+    }
+    steps
 }
 
 /// The CSV as upstream writes it: upstream decodes the bundle's CSV into its

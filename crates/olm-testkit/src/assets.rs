@@ -100,6 +100,18 @@ pub fn upstream_resolver() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// The harness printing upstream OLM's RBAC InstallPlan steps for a CSV, at
+/// [`UPSTREAM_OLM_VERSION`] (`xtask/upstream/resolver/rbac`):
+/// `OLM_UPSTREAM_RBAC` when set, else the build in [`upstream_bin_dir`],
+/// else `None`.
+pub fn upstream_rbac() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("OLM_UPSTREAM_RBAC") {
+        return Some(PathBuf::from(path));
+    }
+    let path = upstream_bin_dir().join(format!("olm-rbac-upstream-v{UPSTREAM_OLM_VERSION}"));
+    path.is_file().then_some(path)
+}
+
 /// `found` (one of upstream's binaries, from [`upstream_opm`] or
 /// [`upstream_resolver`]) for the tests `what` names, or `None` after
 /// saying why. `cargo xtask conformance` sets `OLM_REQUIRE_UPSTREAM`, and a

@@ -9,7 +9,6 @@ use jiff::Timestamp;
 use k8s_openapi::{
     api::core::v1::ObjectReference,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
 use kube::{
     Api, ResourceExt,
@@ -21,7 +20,7 @@ use olm_api::{
     csv::ClusterServiceVersion,
     install_identity::IdentityUnavailable,
     install_plan::{InstallPlan, InstallPlanStatus, Step, StepStatus},
-    labels,
+    labels, ownership,
 };
 use olm_runtime::{apply, impersonation::install_client};
 
@@ -364,6 +363,7 @@ async fn create_or_present(
                 let mut replacement = object.clone();
                 replacement.metadata.resource_version = existing.metadata.resource_version.clone();
                 merge_owner_references(&mut replacement, &existing);
+                keep_service_account_fields(&mut replacement, &existing);
                 api.replace(&name, &PostParams::default(), &replacement)
                     .await
                     .map_err(|e| StepError::kube(&format!("updating {name}"), &e))?;
@@ -371,6 +371,38 @@ async fn create_or_present(
             Ok(StepStatus::PRESENT)
         }
         Err(error) => Err(StepError::kube(&format!("creating {name}"), &error)),
+    }
+}
+
+/// A ServiceAccount replaced by a step keeps what others gave it: its token
+/// and pull secrets (written by the token controller, OpenShift's registry
+/// controller, or a user) and the annotations the step does not set, as
+/// upstream's `EnsureServiceAccount` keeps them.
+fn keep_service_account_fields(object: &mut DynamicObject, existing: &DynamicObject) {
+    if object
+        .types
+        .as_ref()
+        .is_none_or(|t| t.kind != "ServiceAccount")
+    {
+        return;
+    }
+    for field in ["secrets", "imagePullSecrets"] {
+        if let (Some(kept), serde_json::Value::Object(data)) =
+            (existing.data.get(field), &mut object.data)
+        {
+            data.entry(field.to_owned()).or_insert_with(|| kept.clone());
+        }
+    }
+    if let Some(kept) = &existing.metadata.annotations {
+        let annotations = object
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new);
+        for (key, value) in kept {
+            annotations
+                .entry(key.clone())
+                .or_insert_with(|| value.clone());
+        }
     }
 }
 
@@ -502,12 +534,22 @@ async fn apply_other(
     let csv = resolving_csv(context, namespace, &step.resolving).await?;
     let api: Api<DynamicObject> = if capabilities.scope == Scope::Namespaced {
         object.metadata.namespace = Some(namespace.to_owned());
+        // References to CSVs planned before the CSV existed (the RBAC steps
+        // carry them) get the CSV's uid, as upstream's do; one that cannot
+        // be given a uid is left out rather than refused by the API server.
+        let references = object
+            .metadata
+            .owner_references
+            .get_or_insert_with(Vec::new);
+        references.retain(|r| !(ownership::is_csv_reference(r) && r.uid.is_empty()));
         if let Some(csv) = &csv {
-            object
-                .metadata
-                .owner_references
-                .get_or_insert_with(Vec::new)
-                .push(owner_reference(csv));
+            let owner = ownership::non_blocking_owner(csv);
+            if !references.iter().any(|r| r.uid == owner.uid) {
+                references.push(owner);
+            }
+        }
+        if references.is_empty() {
+            object.metadata.owner_references = None;
         }
         Api::namespaced_with(client.clone(), namespace, &resource)
     } else {
@@ -521,17 +563,6 @@ async fn apply_other(
         kind: resource.kind.clone(),
     });
     create_or_present(&api, &object, true).await
-}
-
-fn owner_reference(csv: &ClusterServiceVersion) -> OwnerReference {
-    OwnerReference {
-        api_version: "operators.coreos.com/v1alpha1".to_owned(),
-        kind: "ClusterServiceVersion".to_owned(),
-        name: csv.name_any(),
-        uid: csv.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(false),
-        block_owner_deletion: Some(false),
-    }
 }
 
 /// The CSV a step is resolved for, if it exists yet (it is created before
@@ -703,6 +734,7 @@ async fn persist_lookups(
                 match olm_plan::steps::steps_for_bundle(
                     &bundle,
                     &source,
+                    namespace,
                     replaces,
                     lookup.properties.as_deref(),
                 ) {

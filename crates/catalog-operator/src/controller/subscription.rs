@@ -613,6 +613,7 @@ async fn install(
             match steps::steps_for_bundle(
                 &content,
                 &source,
+                namespace,
                 op.replaces.as_deref(),
                 Some(&properties),
             ) {

@@ -1,5 +1,6 @@
 //! InstallPlans end to end: steps carried out in order with their statuses,
-//! manual approval, invalid plans, and CRD updates that would lose data.
+//! the RBAC steps of a CSV's permissions, manual approval, invalid plans,
+//! and CRD updates that would lose data.
 
 use std::time::Duration;
 
@@ -550,6 +551,121 @@ async fn unpacked_bundles_become_steps() {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
     accounts.get("unpacked-operator").await.unwrap();
     operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_csvs_permissions_become_rbac_steps_owned_by_the_csv() {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("ip-rbac").await;
+    let client = plane.client().await;
+    // The account exists already, with a pull secret and an annotation
+    // someone else gave it: the step keeps both.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns.name());
+    let existing: ServiceAccount = serde_json::from_value(json!({
+        "metadata": {"name": "widget-operator", "annotations": {"example.test/keep": "me"}},
+        "imagePullSecrets": [{"name": "pull"}],
+    }))
+    .unwrap();
+    accounts
+        .create(&PostParams::default(), &existing)
+        .await
+        .unwrap();
+    let operator = RunningOperator::start(ns.name()).await;
+    let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns.name());
+    let path = format!("quay.io/example/widgets-bundle:{}", ns.name());
+    create_lookup_plan(&api, "install-rbac", lookup_plan_status(&path, ns.name())).await;
+    let mut csv = csv("widgets.v1");
+    let rule =
+        |resource: &str| json!({"apiGroups": [""], "resources": [resource], "verbs": ["get"]});
+    csv["spec"]["install"]["spec"]["permissions"] =
+        json!([{"serviceAccountName": "widget-operator", "rules": [rule("configmaps")]}]);
+    csv["spec"]["install"]["spec"]["clusterPermissions"] =
+        json!([{"serviceAccountName": "widget-operator", "rules": [rule("namespaces")]}]);
+    let content = olm_catalog::unpacked::UnpackedBundle {
+        csv_name: "widgets.v1".into(),
+        objects: vec![csv.to_string()],
+        annotations: Default::default(),
+    };
+    store_unpacked(&client, ns.name(), &path, vec![], Some(&content)).await;
+    let status = wait_phase(&api, "install-rbac", "Complete").await;
+    let steps: Vec<(String, String, String)> = status["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let text = |v: &Value| v.as_str().unwrap().to_owned();
+            (
+                text(&s["resource"]["kind"]),
+                text(&s["resource"]["name"]),
+                text(&s["status"]),
+            )
+        })
+        .collect();
+    let kinds: Vec<(&str, &str)> = steps
+        .iter()
+        .map(|(kind, _, status)| (kind.as_str(), status.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ClusterServiceVersion", "Created"),
+            ("ServiceAccount", "Present"),
+            ("Role", "Created"),
+            ("RoleBinding", "Created"),
+            ("ClusterRole", "Created"),
+            ("ClusterRoleBinding", "Created"),
+        ]
+    );
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns.name());
+    let uid = csvs.get("widgets.v1").await.unwrap().metadata.uid.unwrap();
+    let owned_by_csv = |meta: &kube::api::ObjectMeta| {
+        let refs = meta.owner_references.clone().unwrap_or_default();
+        refs.len() == 1 && refs[0].uid == uid && refs[0].name == "widgets.v1"
+    };
+    let account = accounts.get("widget-operator").await.unwrap();
+    assert!(owned_by_csv(&account.metadata), "{account:?}");
+    assert_eq!(account.image_pull_secrets.unwrap()[0].name, "pull");
+    assert_eq!(
+        account.metadata.annotations.unwrap()["example.test/keep"],
+        "me"
+    );
+    let role = Api::<Role>::namespaced(client.clone(), ns.name())
+        .get(&steps[2].1)
+        .await
+        .unwrap();
+    assert!(owned_by_csv(&role.metadata), "{role:?}");
+    let labels = role.metadata.labels.unwrap();
+    assert_eq!(labels["olm.managed"], "true");
+    assert_eq!(
+        labels["olm.permissions.hash"],
+        olm_plan::csv_rbac::policy_rule_hash(&role.rules.unwrap())
+    );
+    let binding = Api::<RoleBinding>::namespaced(client.clone(), ns.name())
+        .get(&steps[3].1)
+        .await
+        .unwrap();
+    assert_eq!(binding.role_ref.name, steps[2].1);
+    assert!(owned_by_csv(&binding.metadata), "{binding:?}");
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let cluster_role = cluster_roles.get(&steps[4].1).await.unwrap();
+    let labels = cluster_role.metadata.labels.unwrap();
+    assert_eq!(labels["olm.owner"], "widgets.v1");
+    assert_eq!(labels["olm.owner.namespace"], ns.name());
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let cluster_binding = cluster_bindings.get(&steps[5].1).await.unwrap();
+    assert_eq!(
+        cluster_binding.subjects.unwrap()[0].namespace.as_deref(),
+        Some(ns.name())
+    );
+    operator.stop().await;
+    // Cluster-scoped objects outlive the namespace.
+    let _ = cluster_bindings
+        .delete(&steps[5].1, &Default::default())
+        .await;
+    let _ = cluster_roles.delete(&steps[4].1, &Default::default()).await;
 }
 
 #[tokio::test]

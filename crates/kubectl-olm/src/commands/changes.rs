@@ -181,7 +181,7 @@ async fn bundle_changes(
         rbac: Vec::new(),
         unavailable: None,
     };
-    let steps = match plan_steps(client, operator, sources).await {
+    let steps = match plan_steps(client, namespace, operator, sources).await {
         Ok(steps) => steps,
         Err(error) => {
             changes.unavailable = Some(format!("{error:#}"));
@@ -220,6 +220,7 @@ async fn bundle_changes(
 /// The steps catalog-operator would plan for `operator`.
 async fn plan_steps(
     client: &Client,
+    namespace: &str,
     operator: &ResolvedOperator,
     sources: &ContentSources<'_>,
 ) -> Result<Vec<Step>> {
@@ -266,6 +267,7 @@ async fn plan_steps(
     let mut steps = steps_for_bundle(
         &content,
         &source,
+        namespace,
         operator.replaces.as_deref(),
         Some(&properties),
     )?;

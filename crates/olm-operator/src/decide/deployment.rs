@@ -24,10 +24,10 @@ use k8s_openapi::{
             Affinity, Container, EnvVar, NodeAffinity, PodAffinity, PodAntiAffinity, PodSpec,
         },
     },
-    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use olm_api::{
-    csv::{ClusterServiceVersion, StrategyDeploymentSpec, StrategyName},
+    csv::{ClusterServiceVersion, StrategyDeploymentSpec},
     labels,
     subscription::SubscriptionConfig,
 };
@@ -35,65 +35,8 @@ use olm_api::{
 use super::hash::content_hash;
 use crate::Error;
 
-/// The install strategy cannot be used; the text is upstream's and follows
-/// "install strategy invalid: " in the CSV message.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct InvalidStrategy(pub String);
-
-/// Checks that the CSV uses the one strategy OLM implements, `deployment`.
-pub fn validate_strategy(csv: &ClusterServiceVersion) -> Result<(), InvalidStrategy> {
-    if csv.spec.install.strategy == StrategyName::DEPLOYMENT {
-        Ok(())
-    } else {
-        Err(InvalidStrategy("unrecognized install strategy".to_owned()))
-    }
-}
-
-/// The owner labels of objects a CSV owns: `olm.owner`, `olm.owner.namespace`,
-/// `olm.owner.kind=ClusterServiceVersion`.
-pub fn owner_labels(csv: &ClusterServiceVersion) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (
-            labels::OWNER.to_owned(),
-            csv.metadata.name.clone().unwrap_or_default(),
-        ),
-        (
-            labels::OWNER_NAMESPACE.to_owned(),
-            csv.metadata.namespace.clone().unwrap_or_default(),
-        ),
-        (
-            labels::OWNER_KIND.to_owned(),
-            "ClusterServiceVersion".to_owned(),
-        ),
-    ])
-}
-
-/// Whether a label set carries exactly this CSV's owner labels.
-pub fn has_owner_labels(
-    object_labels: Option<&BTreeMap<String, String>>,
-    csv: &ClusterServiceVersion,
-) -> bool {
-    let Some(object_labels) = object_labels else {
-        return false;
-    };
-    owner_labels(csv)
-        .iter()
-        .all(|(key, value)| object_labels.get(key) == Some(value))
-}
-
-/// A non-blocking, non-controller ownerReference to the CSV (upstream's
-/// `NonBlockingOwner`).
-pub fn non_blocking_owner(csv: &ClusterServiceVersion) -> OwnerReference {
-    OwnerReference {
-        api_version: "operators.coreos.com/v1alpha1".to_owned(),
-        kind: "ClusterServiceVersion".to_owned(),
-        name: csv.metadata.name.clone().unwrap_or_default(),
-        uid: csv.metadata.uid.clone().unwrap_or_default(),
-        block_owner_deletion: Some(false),
-        controller: Some(false),
-    }
-}
+pub use olm_api::ownership::{has_owner_labels, non_blocking_owner, owner_labels};
+pub use olm_plan::csv_rbac::{InvalidStrategy, validate_strategy};
 
 /// What adjusts the strategy's Deployments beyond the CSV itself.
 #[derive(Clone, Copy, Debug, Default)]

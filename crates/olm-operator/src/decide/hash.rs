@@ -4,10 +4,8 @@
 //! Upstream hashes Go values with `base62(sha224(json))`
 //! (`pkg/lib/kubernetes/pkg/util/hash.DeepHashObject`). We keep that shape:
 //!
-//! - [`sha224_base62`] is exactly upstream's encoding of a SHA-224 digest:
-//!   the digest read as a big-endian unsigned integer, written in base 62 with
-//!   Go's digit order `0-9a-zA-Z` (`big.Int.Text(62)`), at most 38 characters,
-//!   so it fits a label value.
+//! - [`sha224_base62`] is exactly upstream's encoding of a SHA-224 digest
+//!   (its home is `olm_plan::hash`, shared with the RBAC rules).
 //! - [`content_hash`] hashes the *canonical JSON* of a value: the value as
 //!   serde writes it (`k8s-openapi` and `olm-api` omit unset fields), with
 //!   every object's keys sorted by byte order and no whitespace. Sorting makes
@@ -18,54 +16,15 @@
 //! (a `DeploymentSpec`) our bytes and therefore our hashes differ from
 //! upstream's; the only effect is that Deployments installed by upstream OLM
 //! are re-applied once after a switch. Where upstream's hash is part of a
-//! lookup contract (`olm.permissions.hash`, RBAC object names) the
-//! [`crate::decide::rbac`] module reproduces upstream's bytes exactly.
+//! lookup contract (`olm.permissions.hash`, RBAC object names)
+//! `olm_plan::csv_rbac` reproduces upstream's bytes exactly.
 
 use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest, Sha224};
 
 use crate::Error;
 
-/// Go's `big.Int.Text(62)` digits.
-const BASE62_DIGITS: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-
-/// Writes a big-endian unsigned integer in base 62 as Go's `big.Int.Text(62)`
-/// does: no leading zeros, `"0"` for zero.
-pub fn base62(big_endian: &[u8]) -> String {
-    let mut number: Vec<u8> = big_endian
-        .iter()
-        .copied()
-        .skip_while(|byte| *byte == 0)
-        .collect();
-    if number.is_empty() {
-        return "0".to_owned();
-    }
-    let mut digits = Vec::new();
-    while !number.is_empty() {
-        // Long division of the whole number by 62, keeping the remainder.
-        let mut remainder: u32 = 0;
-        let mut quotient = Vec::with_capacity(number.len());
-        for byte in &number {
-            let accumulated = remainder * 256 + u32::from(*byte);
-            let digit = accumulated / 62;
-            remainder = accumulated % 62;
-            if !(quotient.is_empty() && digit == 0) {
-                // Every digit is below 256 because `remainder < 62`.
-                quotient.push(u8::try_from(digit).unwrap_or(u8::MAX));
-            }
-        }
-        digits.push(BASE62_DIGITS[remainder as usize]);
-        number = quotient;
-    }
-    digits.reverse();
-    digits.into_iter().map(char::from).collect()
-}
-
-/// `base62(sha224(bytes))`, upstream's hash encoding.
-pub fn sha224_base62(bytes: &[u8]) -> String {
-    base62(&Sha224::digest(bytes))
-}
+pub use olm_plan::hash::{base62, sha224_base62};
 
 /// The canonical JSON of a value: keys sorted, no whitespace.
 pub fn canonical_json<T: Serialize + ?Sized>(
@@ -120,25 +79,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn base62_matches_go_big_int_text() {
-        // Vectors computed with Go: big.Int.SetBytes(sha256.Sum224(s)).Text(62).
-        assert_eq!(sha224_base62(b""), "aAkHCkvjglfF66mdhRcVKb0I3FT1lepYlWZNwj");
-        assert_eq!(
-            sha224_base62(b"a"),
-            "8GQDPLPhRixGNeqR4eV0Va2vIGohVCYHMHiPFX"
-        );
-        assert_eq!(
-            sha224_base62(b"widget"),
-            "9uDOrjGmvcXUxBiuvHcc7VRwj9HJVcrKvmqwIQ"
-        );
-        assert_eq!(base62(&[0; 28]), "0");
-        assert_eq!(base62(&[]), "0");
-        assert_eq!(base62(&[61]), "Z");
-        assert_eq!(base62(&[62]), "10");
-        assert_eq!(base62(&[0, 1, 0]), "48");
-    }
 
     #[test]
     fn canonical_json_sorts_keys_at_every_depth() {

@@ -41,7 +41,6 @@ pub mod copied_csv;
 pub mod csv_phase;
 pub mod csv_status;
 pub mod deployment;
-mod go_json;
 pub mod group_rbac;
 pub mod hash;
 mod label_selector;

@@ -28,7 +28,9 @@ use olm_api::{
     labels,
 };
 
-use super::{copied_csv::is_copied, deployment::InvalidStrategy, go_json};
+use olm_plan::go_json;
+
+use super::{copied_csv::is_copied, deployment::InvalidStrategy};
 
 /// What the caller observed in the cluster for one CRD.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -6,7 +6,8 @@
 //! are nil or empty, and escapes `<`, `>`, `&`, U+2028 and U+2029 (HTML-safe
 //! escaping is on for both `json.Marshal` and `json.Encoder`). Reproducing that
 //! lets `olm.permissions.hash` labels and generated RBAC names match the ones
-//! upstream OLM wrote, so objects created by upstream are found again.
+//! upstream OLM wrote, so objects created by upstream are found again
+//! ([`crate::csv_rbac`]).
 //!
 //! One ambiguity cannot be resolved: Go writes a nil slice without
 //! `omitempty` as `null` and an empty one as `[]`; the Rust types cannot tell
@@ -16,7 +17,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef, Subject};
 use olm_api::csv::StrategyDeploymentPermissions;
 
 /// Appends a Go-escaped JSON string.
-pub(crate) fn string(out: &mut String, value: &str) {
+pub fn string(out: &mut String, value: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
     for c in value.chars() {
@@ -65,7 +66,7 @@ fn omitempty_list(out: &mut String, key: &str, values: Option<&Vec<String>>) {
 }
 
 /// `rbacv1.PolicyRule` as Go marshals it.
-pub(crate) fn policy_rule(out: &mut String, rule: &PolicyRule) {
+pub fn policy_rule(out: &mut String, rule: &PolicyRule) {
     out.push_str("{\"verbs\":");
     string_list(out, &rule.verbs);
     omitempty_list(out, "apiGroups", rule.api_groups.as_ref());
@@ -76,14 +77,14 @@ pub(crate) fn policy_rule(out: &mut String, rule: &PolicyRule) {
 }
 
 /// A single rule as Go marshals it.
-pub(crate) fn policy_rule_string(rule: &PolicyRule) -> String {
+pub fn policy_rule_string(rule: &PolicyRule) -> String {
     let mut out = String::new();
     policy_rule(&mut out, rule);
     out
 }
 
 /// `[]rbacv1.PolicyRule` as Go marshals it.
-pub(crate) fn policy_rules(out: &mut String, rules: &[PolicyRule]) {
+pub fn policy_rules(out: &mut String, rules: &[PolicyRule]) {
     out.push('[');
     for (index, rule) in rules.iter().enumerate() {
         if index > 0 {
@@ -95,7 +96,7 @@ pub(crate) fn policy_rules(out: &mut String, rules: &[PolicyRule]) {
 }
 
 /// `rbacv1.RoleRef` as Go marshals it.
-pub(crate) fn role_ref(out: &mut String, role_ref: &RoleRef) {
+pub fn role_ref(out: &mut String, role_ref: &RoleRef) {
     out.push_str("{\"apiGroup\":");
     string(out, &role_ref.api_group);
     out.push_str(",\"kind\":");
@@ -106,7 +107,7 @@ pub(crate) fn role_ref(out: &mut String, role_ref: &RoleRef) {
 }
 
 /// `rbacv1.Subject` as Go marshals it.
-pub(crate) fn subject(out: &mut String, subject: &Subject) {
+pub fn subject(out: &mut String, subject: &Subject) {
     out.push_str("{\"kind\":");
     string(out, &subject.kind);
     if let Some(api_group) = subject.api_group.as_deref().filter(|g| !g.is_empty()) {
@@ -123,7 +124,7 @@ pub(crate) fn subject(out: &mut String, subject: &Subject) {
 }
 
 /// `v1alpha1.StrategyDeploymentPermissions` as Go marshals it.
-pub(crate) fn permission(out: &mut String, permission: &StrategyDeploymentPermissions) {
+pub fn permission(out: &mut String, permission: &StrategyDeploymentPermissions) {
     out.push_str("{\"serviceAccountName\":");
     string(out, &permission.service_account_name);
     out.push_str(",\"rules\":");
