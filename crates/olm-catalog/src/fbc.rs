@@ -107,6 +107,8 @@ pub struct Catalog {
     /// properties were left out while loading (see
     /// [`LoadOptions::drop_payloads`]); they then read as `null`.
     pub payloads_dropped: bool,
+    /// The payloads left out that do not decode, in the order read.
+    pub payload_problems: Vec<PayloadProblem>,
 }
 
 /// Something tolerated while loading, as upstream tolerates it, recorded so
@@ -301,8 +303,24 @@ pub struct LoadOptions {
     /// properties (they read as `null`), which are most of a catalog's
     /// bytes. A server can index such a catalog in a fraction of the memory
     /// and read a bundle's payload again when asked, with
-    /// [`Catalog::load_document`] and the bundle's [`Origin`].
+    /// [`Catalog::load_document`] and the bundle's [`Origin`]. Each value is
+    /// checked before it is left out, and why it does not decode is kept in
+    /// [`Catalog::payload_problems`], so validation loses nothing.
     pub drop_payloads: bool,
+}
+
+/// A payload property left out at load (see [`LoadOptions::drop_payloads`])
+/// that does not decode: what validation would have said of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadProblem {
+    /// The document holding the property.
+    pub origin: Origin,
+    /// The property's index in the document's `properties`.
+    pub property: usize,
+    /// The property's type (`olm.bundle.object` or `olm.csv.metadata`).
+    pub type_: String,
+    /// Why it does not decode.
+    pub error: String,
 }
 
 impl Catalog {
@@ -451,6 +469,7 @@ impl Catalog {
         self.others.extend(other.others);
         self.warnings.extend(other.warnings);
         self.payloads_dropped |= other.payloads_dropped;
+        self.payload_problems.extend(other.payload_problems);
     }
 
     /// Resets every origin, so that catalogs read from different places can
@@ -646,6 +665,8 @@ struct Notes<'o> {
     warnings: Vec<LoadWarning>,
     /// Whether payload property values are left out.
     drop_payloads: bool,
+    /// Payloads left out that do not decode.
+    payload_problems: Vec<PayloadProblem>,
 }
 
 impl Notes<'_> {
@@ -675,10 +696,12 @@ fn add_document(catalog: &mut Catalog, doc: RawDocument<'_>) -> Result<(), Docum
         origin: &origin,
         warnings: Vec::new(),
         drop_payloads: catalog.payloads_dropped,
+        payload_problems: Vec::new(),
     };
     notes.duplicates(None, doc.duplicate_keys);
     let result = add_fields(catalog, &origin, &doc.json, &mut notes);
     catalog.warnings.extend(notes.warnings);
+    catalog.payload_problems.extend(notes.payload_problems);
     result
 }
 
@@ -762,6 +785,58 @@ fn take_array<'a>(
     }
 }
 
+/// Whether a payload property's value decodes as validation requires
+/// ([`check_bundle_object`]; an `olm.csv.metadata` must parse, or be null,
+/// which upstream reads as empty).
+fn check_payload(type_: &str, value: &RawValue) -> Result<(), String> {
+    if type_ == property::BUNDLE_OBJECT {
+        return check_bundle_object(value);
+    }
+    if value.get() == "null" {
+        return Ok(());
+    }
+    let property = Property {
+        type_: type_.to_owned(),
+        value: value.to_owned(),
+        extra: Vec::new(),
+    };
+    property.parse().map(drop).map_err(|e| e.to_string())
+}
+
+/// Decodes one `olm.bundle.object` value as upstream's loader does (base64,
+/// then YAML or JSON), without building more than it must.
+pub(crate) fn check_bundle_object(value: &RawValue) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Data<'a> {
+        #[serde(borrow)]
+        data: std::borrow::Cow<'a, str>,
+    }
+    let data = match serde_json::from_str::<Data<'_>>(value.get()) {
+        Ok(d) => d.data.into_owned(),
+        Err(_) => {
+            let property = Property {
+                type_: property::BUNDLE_OBJECT.to_owned(),
+                value: value.to_owned(),
+                extra: Vec::new(),
+            };
+            match property.parse() {
+                Ok(property::PropertyValue::BundleObject(object)) => object.data,
+                Ok(_) => return Ok(()),
+                Err(err) => return Err(err.to_string()),
+            }
+        }
+    };
+    let bytes = crate::go_json::decode_base64(&data).map_err(|e| format!("invalid base64: {e}"))?;
+    let looks_like_json = bytes
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'{');
+    if looks_like_json && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok() {
+        return Ok(());
+    }
+    manifest_to_json(&bytes, &crate::limits::Limits::default()).map(drop)
+}
+
 fn read_properties(
     fields: &mut Fields<'_>,
     origin: &Origin,
@@ -784,6 +859,14 @@ fn read_properties(
             })?;
         let payload = type_ == property::BUNDLE_OBJECT || type_ == property::CSV_METADATA;
         let value = if notes.drop_payloads && payload {
+            if let Err(error) = check_payload(&type_, value) {
+                notes.payload_problems.push(PayloadProblem {
+                    origin: notes.origin.clone(),
+                    property: i,
+                    type_: type_.clone(),
+                    error,
+                });
+            }
             Box::<RawValue>::default()
         } else {
             value.to_owned()

@@ -548,12 +548,25 @@ fn check_channels<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut 
 }
 
 fn check_bundles<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut Report) {
-    let object_problems = if catalog.payloads_dropped {
-        vec![Vec::new(); catalog.bundles.len()]
+    // Problems of each bundle's payloads, by property index: computed here,
+    // or, when the payloads were left out at load, found then.
+    let payload_problems: Vec<Vec<(usize, String)>> = if catalog.payloads_dropped {
+        let mut found: HashMap<&crate::location::Origin, Vec<(usize, String)>> = HashMap::new();
+        for problem in &catalog.payload_problems {
+            found
+                .entry(&problem.origin)
+                .or_default()
+                .push((problem.property, problem.error.clone()));
+        }
+        catalog
+            .bundles
+            .iter()
+            .map(|b| found.remove(&b.origin).unwrap_or_default())
+            .collect()
     } else {
         bundle_object_problems(&catalog.bundles)
     };
-    for (b, object_problems) in catalog.bundles.iter().zip(&object_problems) {
+    for (b, payload_problems) in catalog.bundles.iter().zip(&payload_problems) {
         if b.package.is_empty() {
             report.push(
                 Rule::BundlePackageMissing,
@@ -590,7 +603,7 @@ fn check_bundles<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut R
             continue;
         }
         bundles.insert(&b.name, b);
-        check_bundle_properties(b, object_problems, report);
+        check_bundle_properties(b, payload_problems, report);
         check_bundle_images(b, report);
     }
 }
@@ -624,35 +637,18 @@ fn bundle_object_problems(bundles: &[Bundle]) -> Vec<Vec<(usize, String)>> {
     })
 }
 
-/// Decodes one `olm.bundle.object` as upstream's loader does (base64, then
-/// YAML or JSON), without building more than it must.
 fn check_bundle_object(p: &property::Property) -> Result<(), String> {
-    #[derive(serde::Deserialize)]
-    struct Data<'a> {
-        #[serde(borrow)]
-        data: std::borrow::Cow<'a, str>,
-    }
-    let data = match serde_json::from_str::<Data<'_>>(p.value.get()) {
-        Ok(d) => d.data.into_owned(),
-        Err(_) => match p.parse() {
-            Ok(PropertyValue::BundleObject(object)) => object.data,
-            Ok(_) => return Ok(()),
-            Err(err) => return Err(err.to_string()),
-        },
-    };
-    let bytes = decode_base64(&data).map_err(|e| format!("invalid base64: {e}"))?;
-    let looks_like_json = bytes
-        .iter()
-        .find(|b| !b.is_ascii_whitespace())
-        .is_some_and(|b| *b == b'{');
-    if looks_like_json && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok() {
-        return Ok(());
-    }
-    crate::fbc::manifest_to_json(&bytes, &crate::limits::Limits::default()).map(drop)
+    crate::fbc::check_bundle_object(&p.value)
 }
 
-fn check_bundle_properties(b: &Bundle, object_problems: &[(usize, String)], report: &mut Report) {
-    for (i, err) in object_problems {
+/// `payload_problems`: why payload properties (by index) do not decode.
+fn check_bundle_properties(b: &Bundle, payload_problems: &[(usize, String)], report: &mut Report) {
+    let is_object = |i: usize| {
+        b.properties
+            .get(i)
+            .is_some_and(|p| p.type_ == property::BUNDLE_OBJECT)
+    };
+    for (i, err) in payload_problems.iter().filter(|(i, _)| is_object(*i)) {
         report.push(
             Rule::InvalidBundleObject,
             b.origin.field(format!("properties[{i}].value.data")),
@@ -669,8 +665,16 @@ fn check_bundle_properties(b: &Bundle, object_problems: &[(usize, String)], repo
             continue;
         }
         if p.type_ == property::CSV_METADATA && p.value.get() == "null" {
-            // Left out at load (`LoadOptions::drop_payloads`), or null in
-            // the catalog, which upstream reads as empty.
+            // Null in the catalog, which upstream reads as empty, or left out
+            // at load (`LoadOptions::drop_payloads`) after a check whose
+            // verdict is kept.
+            if let Some((_, problem)) = payload_problems.iter().find(|(at, _)| *at == i) {
+                report.push(
+                    Rule::InvalidProperty,
+                    b.origin.field(format!("properties[{i}].value")),
+                    format!("parse properties for bundle {:?}: {problem}", b.name),
+                );
+            }
             continue;
         }
         let field = format!("properties[{i}].value");

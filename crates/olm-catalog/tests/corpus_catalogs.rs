@@ -7,7 +7,7 @@ mod common;
 use std::path::PathBuf;
 
 use olm_catalog::{
-    fbc::Catalog,
+    fbc::{Catalog, LoadOptions},
     graph,
     limits::Limits,
     render::{self, Format},
@@ -62,6 +62,16 @@ fn catalogs_validate() {
     for (name, path) in catalogs {
         let catalog = Catalog::load_dir(&path).unwrap();
         let report = validate_catalog(&catalog);
+        assert!(report.problems.is_empty(), "{name}:\n{report}");
+        // As `opm validate` reads it: payloads checked, then left out.
+        let options = LoadOptions {
+            drop_payloads: true,
+            ..LoadOptions::default()
+        };
+        let lean = Catalog::load_dir_with(&path, &options).unwrap();
+        assert!(lean.payloads_dropped && lean.payload_problems.is_empty());
+        assert_eq!(lean.bundles.len(), catalog.bundles.len(), "{name}");
+        let report = validate_catalog(&lean);
         assert!(report.problems.is_empty(), "{name}:\n{report}");
     }
 }

@@ -4,7 +4,10 @@
 use std::process::ExitCode;
 
 use anyhow::bail;
-use olm_catalog::{fbc::Catalog, validate::validate_catalog};
+use olm_catalog::{
+    fbc::{Catalog, LoadOptions},
+    validate::validate_catalog,
+};
 use serde::Serialize;
 
 use crate::cli::ValidateArgs;
@@ -34,7 +37,13 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<ExitCode> {
     {
         bail!("invalid --output value {output:?}, expected (json|yaml)");
     }
-    let outcome = match Catalog::load_dir(directory) {
+    // Payloads are checked as they are read and then left out, so memory
+    // holds the catalog's structure, not its manifests.
+    let options = LoadOptions {
+        drop_payloads: true,
+        ..LoadOptions::default()
+    };
+    let outcome = match Catalog::load_dir_with(directory, &options) {
         Err(error) => Err(error.to_string()),
         Ok(catalog) => {
             let report = validate_catalog(&catalog);

@@ -35,10 +35,26 @@ properties:
   value: {group: example.com, kind: Foo, version: v1}
 "#;
 
+/// The report on `yaml`, which must be the same whether payloads are kept
+/// or checked at load and left out (as `opm validate` loads).
+#[track_caller]
 fn report(yaml: &str) -> Report {
     let catalog = Catalog::load_file("foo/catalog.yaml", yaml.as_bytes(), &Limits::default())
         .unwrap_or_else(|e| panic!("{e}"));
-    validate_catalog(&catalog)
+    let kept = validate_catalog(&catalog);
+    let options = crate::fbc::LoadOptions {
+        drop_payloads: true,
+        ..crate::fbc::LoadOptions::default()
+    };
+    let lean = Catalog::load_files([("foo/catalog.yaml", yaml.as_bytes())], &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(lean.payloads_dropped);
+    assert_eq!(
+        validate_catalog(&lean).problems,
+        kept.problems,
+        "payloads left out at load"
+    );
+    kept
 }
 
 fn with(extra: &str) -> String {
@@ -527,6 +543,16 @@ fn invalid_image_reference() {
         2,
         Some("relatedImages[0].image"),
     );
+}
+
+#[test]
+fn csv_metadata_that_does_not_parse_is_reported_whether_kept_or_left_out() {
+    let yaml = with(
+        "schema: olm.bundle\nname: foo.v0.3.0\npackage: foo\nimage: i\nproperties:\n- type: olm.package\n  value: {packageName: foo, version: 0.3.0}\n- type: olm.csv.metadata\n  value: {displayName: [1, 2]}\n- type: olm.csv.metadata\n  value: null\n- type: olm.csv.metadata\n  value: {displayName: Foo}\n",
+    );
+    let problem = assert_problem(&yaml, Rule::InvalidProperty, 4, Some("properties[1].value"));
+    assert!(problem.message.contains("foo.v0.3.0"), "{problem:?}");
+    assert_eq!(report(&yaml).of(Rule::InvalidProperty).count(), 1);
 }
 
 #[test]
