@@ -409,32 +409,7 @@ impl Catalog {
         origin: &Origin,
         limits: &Limits,
     ) -> Result<Self, LoadError> {
-        let relative = normalize_relative_path(&origin.file)?;
-        let canonical = canonical_root(root.as_ref())?;
-        let path = canonical.join(&relative);
-        let resolved = std::fs::canonicalize(&path).map_err(|source| FileError::Io {
-            path: relative.clone(),
-            source,
-        })?;
-        if !resolved.starts_with(&canonical) {
-            return Err(FileError::SymlinkEscapes {
-                path: relative,
-                target: resolved.display().to_string(),
-            }
-            .into());
-        }
-        let size = std::fs::metadata(&resolved)
-            .map_err(|source| FileError::Io {
-                path: relative.clone(),
-                source,
-            })?
-            .len();
-        let file = FoundFile {
-            relative: relative.clone(),
-            path: resolved,
-            size,
-        };
-        let bytes = read_file(&file, &mut Budget::new(limits))?;
+        let (relative, bytes) = read_file_in(root.as_ref(), &origin.file, limits)?;
         let slice = bytes
             .get(origin.offset..origin.offset.saturating_add(origin.len))
             .filter(|_| origin.len > 0)
@@ -458,6 +433,19 @@ impl Catalog {
             *o = origin.clone();
         }
         Ok(catalog)
+    }
+
+    /// Loads again the one file `file` (relative, as origins name it) of the
+    /// catalog rooted at `root`, payloads included, within the per-file
+    /// limit: origins are the file's own, as a load of the whole catalog
+    /// records them.
+    pub fn load_file_in(
+        root: impl AsRef<Path>,
+        file: &str,
+        limits: &Limits,
+    ) -> Result<Self, LoadError> {
+        let (relative, bytes) = read_file_in(root.as_ref(), file, limits)?;
+        parse_file(&relative, &bytes, limits, false)
     }
 
     /// Appends the documents of `other`.
@@ -625,6 +613,38 @@ impl IndexIgnore {
 }
 
 /// Parses the documents of one file.
+/// Reads the file `file` (relative to `root`) within the per-file limit,
+/// refusing a path that leaves the root, directly or through a symlink.
+fn read_file_in(root: &Path, file: &str, limits: &Limits) -> Result<(String, Vec<u8>), LoadError> {
+    let relative = normalize_relative_path(file)?;
+    let canonical = canonical_root(root)?;
+    let path = canonical.join(&relative);
+    let resolved = std::fs::canonicalize(&path).map_err(|source| FileError::Io {
+        path: relative.clone(),
+        source,
+    })?;
+    if !resolved.starts_with(&canonical) {
+        return Err(FileError::SymlinkEscapes {
+            path: relative,
+            target: resolved.display().to_string(),
+        }
+        .into());
+    }
+    let size = std::fs::metadata(&resolved)
+        .map_err(|source| FileError::Io {
+            path: relative.clone(),
+            source,
+        })?
+        .len();
+    let found = FoundFile {
+        relative: relative.clone(),
+        path: resolved,
+        size,
+    };
+    let bytes = read_file(&found, &mut Budget::new(limits))?;
+    Ok((relative, bytes))
+}
+
 fn parse_file(
     file: &str,
     bytes: &[u8],

@@ -211,11 +211,15 @@ fn push_group<'a>(docs: &mut Vec<Doc<'a>>, group: Group<'a>) {
     docs.extend(group.deprecations.into_iter().map(Doc::Deprecation));
 }
 
+/// Gives a bundle loaded without its payloads back with them.
+type Fill<'f> = &'f mut dyn FnMut(&Bundle) -> Result<Bundle, RenderError>;
+
 fn write_docs(
     docs: &[Doc<'_>],
     format: Format,
     out: &mut dyn Write,
     path: &str,
+    mut fill: Option<Fill<'_>>,
 ) -> Result<(), RenderError> {
     let io_error = |source| RenderError::Io {
         path: path.to_owned(),
@@ -223,7 +227,10 @@ fn write_docs(
     };
     let limits = Limits::default();
     for doc in docs {
-        let json = doc.compact_json()?;
+        let json = match (doc, fill.as_mut()) {
+            (Doc::Bundle(lean), Some(fill)) => Doc::Bundle(&fill(lean)?).compact_json()?,
+            _ => doc.compact_json()?,
+        };
         match format {
             Format::Json => {
                 let mut text = go_indent(&json, "    ");
@@ -249,7 +256,152 @@ fn write_docs(
 
 /// Writes the whole catalog to `out`.
 pub fn write(catalog: &Catalog, format: Format, out: &mut dyn Write) -> Result<(), RenderError> {
-    write_docs(&documents(catalog), format, out, "output")
+    write_docs(&documents(catalog), format, out, "output", None)
+}
+
+/// Writes a catalog loaded with its payloads left out
+/// ([`crate::fbc::LoadOptions::drop_payloads`]), each bundle with its
+/// payloads given back by `fill` as it is written (see
+/// [`PayloadsFromFiles`]): the same text as [`write`] of the whole
+/// catalog, holding one bundle's payloads at a time rather than all.
+pub fn write_filling(
+    catalog: &Catalog,
+    format: Format,
+    out: &mut dyn Write,
+    fill: &mut dyn FnMut(&Bundle) -> Result<Bundle, RenderError>,
+) -> Result<(), RenderError> {
+    write_docs(&documents(catalog), format, out, "output", Some(fill))
+}
+
+/// The bundles of one file of the catalog at `root`, re-encoded as
+/// [`Catalog::reencode_like_go`] does, by document index.
+fn load_bundles(
+    root: &Path,
+    file: &str,
+    limits: &Limits,
+) -> Result<BTreeMap<usize, Bundle>, String> {
+    let mut catalog = Catalog::load_file_in(root, file, limits).map_err(|e| e.to_string())?;
+    catalog
+        .reencode_like_go(limits)
+        .map_err(|e| e.to_string())?;
+    Ok(catalog
+        .bundles
+        .into_iter()
+        .map(|b| (b.origin.document, b))
+        .collect())
+}
+
+/// Gives bundles of a catalog directory loaded without payloads their
+/// payloads back, by reading their file again (whole, once per run of
+/// bundles from the same file, which rendering in package order gives for
+/// catalogs laid out a file per package) and re-encoding it as
+/// [`Catalog::reencode_like_go`] does.
+pub struct PayloadsFromFiles {
+    root: std::path::PathBuf,
+    limits: Limits,
+    file: Option<std::sync::Arc<str>>,
+    /// The bundles of `file`, by document index.
+    bundles: BTreeMap<usize, Bundle>,
+    /// Files read ahead, in the order they will be asked for.
+    ahead: Option<std::sync::mpsc::Receiver<LoadedFile>>,
+}
+
+/// One file read again: its name and its bundles by document index, or why
+/// it could not be read.
+type LoadedFile = (std::sync::Arc<str>, Result<BTreeMap<usize, Bundle>, String>);
+
+/// How many files [`PayloadsFromFiles::reading_ahead`] holds ready.
+pub const FILES_READ_AHEAD: usize = 2;
+
+impl PayloadsFromFiles {
+    /// Reads from the catalog rooted at `root`, within `limits`.
+    pub fn new(root: impl Into<std::path::PathBuf>, limits: Limits) -> Self {
+        Self {
+            root: root.into(),
+            limits,
+            file: None,
+            bundles: BTreeMap::new(),
+            ahead: None,
+        }
+    }
+
+    /// As [`PayloadsFromFiles::new`], with a thread reading the files of
+    /// `catalog`'s bundles in the order [`write_filling`] asks for them, at
+    /// most [`FILES_READ_AHEAD`] ahead, so reading and writing overlap. A
+    /// bundle asked for out of that order is read directly.
+    pub fn reading_ahead(
+        root: impl Into<std::path::PathBuf>,
+        limits: Limits,
+        catalog: &Catalog,
+    ) -> Self {
+        let mut files: Vec<std::sync::Arc<str>> = Vec::new();
+        for doc in documents(catalog) {
+            if let Doc::Bundle(b) = doc
+                && files.last() != Some(&b.origin.file)
+            {
+                files.push(b.origin.file.clone());
+            }
+        }
+        let mut payloads = Self::new(root, limits);
+        let (sender, receiver) = std::sync::mpsc::sync_channel(FILES_READ_AHEAD);
+        let (root, limits) = (payloads.root.clone(), payloads.limits.clone());
+        std::thread::spawn(move || {
+            for file in files {
+                let loaded = load_bundles(&root, &file, &limits);
+                if sender.send((file, loaded)).is_err() {
+                    return;
+                }
+            }
+        });
+        payloads.ahead = Some(receiver);
+        payloads
+    }
+
+    /// `lean` with the values of its payload properties read again.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be read or re-encoded, or no longer holds the
+    /// bundle as it was loaded.
+    pub fn fill(&mut self, lean: &Bundle) -> Result<Bundle, RenderError> {
+        let fail = |message: String| RenderError::Convert {
+            document: format!("olm.bundle {:?} ({})", lean.name, lean.origin),
+            message,
+        };
+        if self.file.as_deref() != Some(&*lean.origin.file) {
+            self.bundles.clear();
+            let ahead = self.ahead.as_ref().and_then(|ahead| ahead.recv().ok());
+            let loaded = match ahead {
+                Some((file, loaded)) if file == lean.origin.file => loaded,
+                other => {
+                    if other.is_some() {
+                        // Out of the expected order: read directly from now on.
+                        self.ahead = None;
+                    }
+                    load_bundles(&self.root, &lean.origin.file, &self.limits)
+                }
+            };
+            self.bundles = loaded.map_err(fail)?;
+            self.file = Some(lean.origin.file.clone());
+        }
+        let full = self
+            .bundles
+            .remove(&lean.origin.document)
+            .filter(|full| full.name == lean.name)
+            .ok_or_else(|| fail("the file no longer holds the bundle".to_owned()))?;
+        let is_payload = |p: &&Property| {
+            p.type_ == crate::property::BUNDLE_OBJECT || p.type_ == crate::property::CSV_METADATA
+        };
+        let mut values = full.properties.iter().filter(is_payload);
+        let mut filled = lean.clone();
+        for property in filled.properties.iter_mut().filter(|p| is_payload(&&**p)) {
+            let found = values
+                .next()
+                .ok_or_else(|| fail("the file no longer holds the bundle's payloads".to_owned()))?;
+            property.value = found.value.clone();
+        }
+        Ok(filled)
+    }
 }
 
 /// The whole catalog as a string.
@@ -282,14 +434,14 @@ pub fn write_dir(catalog: &Catalog, format: Format, dir: &Path) -> Result<(), Re
         let mut docs = Vec::new();
         push_group(&mut docs, group);
         let mut out = Vec::new();
-        write_docs(&docs, format, &mut out, &file.display().to_string())?;
+        write_docs(&docs, format, &mut out, &file.display().to_string(), None)?;
         std::fs::write(&file, out).map_err(io_error(&file))?;
     }
     if !root_others.is_empty() {
         let file = dir.join(format!("catalog{}", format.extension()));
         let docs: Vec<Doc<'_>> = root_others.into_iter().map(Doc::Meta).collect();
         let mut out = Vec::new();
-        write_docs(&docs, format, &mut out, &file.display().to_string())?;
+        write_docs(&docs, format, &mut out, &file.display().to_string(), None)?;
         std::fs::write(&file, out).map_err(io_error(&file))?;
     }
     Ok(())
@@ -590,6 +742,89 @@ impl Serialize for Deprecation {
 
 #[cfg(test)]
 mod tests {
+    /// A catalog of two files where one package's bundles sit in both and
+    /// the other file holds two packages: payloads come back from the right
+    /// file whatever the order files are visited in.
+    #[test]
+    fn payloads_read_again_match_the_whole_load() {
+        use crate::fbc::LoadOptions;
+        let object = |name: &str| {
+            use base64::Engine as _;
+            let manifest = format!(
+                "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"{name}\"}}}}"
+            );
+            base64::engine::general_purpose::STANDARD.encode(manifest)
+        };
+        let bundle = |package: &str, name: &str| {
+            format!(
+                "---\nschema: olm.bundle\npackage: {package}\nname: {name}\nimage: i\nproperties:\n- type: olm.bundle.object\n  value: {{data: {}}}\n- type: olm.package\n  value: {{packageName: {package}, version: 1.0.0}}\n- type: olm.csv.metadata\n  value: {{displayName: \"{name} <&>\"}}\n",
+                object(name)
+            )
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let first = format!(
+            "---\nschema: olm.package\nname: b\n{}{}---\nschema: olm.package\nname: a\n{}",
+            bundle("b", "b.v2"),
+            bundle("a", "a.v1"),
+            bundle("b", "b.v1")
+        );
+        std::fs::write(dir.path().join("one.yaml"), first).unwrap();
+        std::fs::write(dir.path().join("two.yaml"), bundle("b", "b.v3")).unwrap();
+        let limits = Limits::default();
+        let mut whole = Catalog::load_dir(dir.path()).unwrap();
+        whole.reencode_like_go(&limits).unwrap();
+        let options = LoadOptions {
+            drop_payloads: true,
+            ..LoadOptions::default()
+        };
+        let mut lean = Catalog::load_dir_with(dir.path(), &options).unwrap();
+        lean.reencode_like_go(&limits).unwrap();
+        assert!(
+            lean.bundles
+                .iter()
+                .all(|b| b.properties[0].value.get() == "null")
+        );
+        let mut payloads = PayloadsFromFiles::new(dir.path(), limits.clone());
+        let mut text = Vec::new();
+        write_filling(&lean, Format::Json, &mut text, &mut |b| payloads.fill(b)).unwrap();
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            to_string(&whole, Format::Json).unwrap()
+        );
+
+        // Read ahead, in write order, the same.
+        let mut payloads = PayloadsFromFiles::reading_ahead(dir.path(), limits.clone(), &lean);
+        let mut text = Vec::new();
+        write_filling(&lean, Format::Json, &mut text, &mut |b| payloads.fill(b)).unwrap();
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            to_string(&whole, Format::Json).unwrap()
+        );
+        // Asked out of that order, it reads directly, and still right.
+        let mut payloads = PayloadsFromFiles::reading_ahead(dir.path(), limits.clone(), &lean);
+        for bundle in lean.bundles.iter().rev() {
+            let filled = payloads.fill(bundle).unwrap();
+            let want = whole.bundles.iter().find(|b| b.name == bundle.name).unwrap();
+            assert_eq!(filled.properties, want.properties, "{}", bundle.name);
+        }
+
+        // A file that changed since the load is said to have changed.
+        std::fs::write(
+            dir.path().join("two.yaml"),
+            "---\nschema: olm.package\nname: c\n",
+        )
+        .unwrap();
+        let mut payloads = PayloadsFromFiles::new(dir.path(), limits);
+        let mut sink = Vec::new();
+        let error = write_filling(&lean, Format::Json, &mut sink, &mut |b| payloads.fill(b))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("b.v3") && error.contains("no longer holds"),
+            "{error}"
+        );
+    }
+
     use super::*;
     use crate::{fbc::LoadOptions, limits::Limits};
 

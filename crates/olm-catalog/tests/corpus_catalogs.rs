@@ -140,3 +140,33 @@ fn render_then_load_is_lossless() {
         assert!(again == original, "{name}: directory round trip differs");
     }
 }
+
+#[test]
+fn rendering_with_payloads_read_again_writes_the_same_text() {
+    let Some(catalogs) = catalogs() else { return };
+    for (name, path) in catalogs {
+        let limits = Limits::default();
+        let mut whole = Catalog::load_dir(&path).unwrap();
+        whole.reencode_like_go(&limits).unwrap();
+        let options = LoadOptions {
+            drop_payloads: true,
+            ..LoadOptions::default()
+        };
+        let mut lean = Catalog::load_dir_with(&path, &options).unwrap();
+        lean.reencode_like_go(&limits).unwrap();
+        for format in [Format::Json, Format::Yaml] {
+            let mut payloads = if format == Format::Json {
+                render::PayloadsFromFiles::reading_ahead(&path, limits.clone(), &lean)
+            } else {
+                render::PayloadsFromFiles::new(&path, limits.clone())
+            };
+            let mut text = Vec::new();
+            render::write_filling(&lean, format, &mut text, &mut |b| payloads.fill(b)).unwrap();
+            let want = render::to_string(&whole, format).unwrap();
+            assert!(
+                String::from_utf8(text).unwrap() == want,
+                "{name}: {format:?} differs"
+            );
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! `opm render`: bundle directories, catalog directories, bundle images and
 //! catalog images to one stream of FBC documents.
 
-use std::{path::Path, process::ExitCode};
+use std::{io::Write as _, path::Path, process::ExitCode};
 
 use anyhow::{Context as _, bail};
 use olm_catalog::{
@@ -84,6 +84,14 @@ pub(crate) async fn run(args: &RenderArgs, tls: &TlsOptions) -> anyhow::Result<E
             .transpose()?,
         allowed: Allowed::ALL,
     };
+    if let [reference] = args.refs.as_slice()
+        && renderer.allowed.catalog_dirs
+        && is_catalog_dir(Path::new(reference))
+    {
+        return render_catalog_dir(Path::new(reference), format)
+            .with_context(|| format!("render reference {reference:?}"))
+            .map(|()| ExitCode::SUCCESS);
+    }
     let mut catalog = Catalog::default();
     for reference in &args.refs {
         let mut rendered = renderer
@@ -154,6 +162,35 @@ impl Renderer<'_> {
             found.join("\n")
         )
     }
+}
+
+/// Whether `path` is a directory holding a catalog rather than a bundle.
+fn is_catalog_dir(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_dir()) && !is_bundle_dir(path)
+}
+
+/// Renders one catalog directory holding one bundle's payloads at a time:
+/// the catalog is loaded without its payloads, and each bundle's are read
+/// again from its file as it is written
+/// ([`render::PayloadsFromFiles`]). The text is what rendering the whole
+/// loaded catalog gives; the memory is the catalog's structure plus one
+/// file.
+fn render_catalog_dir(dir: &Path, format: render::Format) -> anyhow::Result<()> {
+    let options = LoadOptions {
+        drop_payloads: true,
+        ..LoadOptions::default()
+    };
+    let mut catalog = Catalog::load_dir_with(dir, &options)?;
+    catalog.reencode_like_go(&options.limits)?;
+    normalise_bundles(&mut catalog);
+    let mut payloads =
+        render::PayloadsFromFiles::reading_ahead(dir, options.limits.clone(), &catalog);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    render::write_filling(&catalog, format, &mut out, &mut |bundle| {
+        payloads.fill(bundle)
+    })?;
+    out.flush()?;
+    Ok(())
 }
 
 /// A catalog directory as upstream's loader leaves it: every document
