@@ -1,13 +1,15 @@
 //! Loading catalogs for the preview: a file-based catalog directory (through
-//! `olm-catalog`) or a registry address (through `olm-registry`'s client and
-//! `ListBundles`, as catalog-operator reads catalogs).
+//! the index `olm-registry`'s server answers from) or a registry address
+//! (through `olm-registry`'s client and `ListBundles`, as catalog-operator
+//! reads catalogs). Both become resolver input through
+//! `olm_registry::resolver_input`, so a directory and the registry serving it
+//! give the same snapshot.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use futures::TryStreamExt;
-use olm_catalog::fbc::Catalog;
-use olm_registry::{ClientOptions, RegistryClient, api};
+use olm_registry::{CatalogIndex, ClientOptions, IndexOptions, RegistryClient, api};
 use olm_resolver::{BundleInput, CatalogKey, CatalogSnapshot};
 
 /// How long connecting to a registry may take.
@@ -68,12 +70,13 @@ pub(crate) fn load(arg: &CatalogArg, priority: i32, healthy: bool) -> Result<Cat
             key, priority, healthy, &packages, bundles,
         ));
     }
-    let catalog = Catalog::load_dir(&arg.source)
+    // The index keeps names and channel graphs, and the snapshot reads the
+    // bundle documents back one at a time: a large catalog is never held in
+    // memory whole.
+    let index = CatalogIndex::build(&arg.source, &IndexOptions::default())
         .with_context(|| format!("catalog {key}: loading {}", arg.source))?;
-    let mut snapshot = CatalogSnapshot::from_fbc(key, priority, &catalog);
-    snapshot.priority = priority;
-    snapshot.healthy = healthy;
-    Ok(snapshot)
+    olm_registry::resolver_input::snapshot(&index, key.clone(), priority, healthy)
+        .with_context(|| format!("catalog {key}: reading {}", arg.source))
 }
 
 /// A client of the registry at `address` (`http://host:port`), with this

@@ -43,6 +43,28 @@ pub(crate) enum BundleForm {
     /// `ListBundles`: the entry's `replaces` and `skips`, and no `csvJson`
     /// or `object` when the bundle has an image.
     Listed,
+    /// `Listed` without `csvJson` and `object` whatever the image: every
+    /// field resolver input reads, without decoding or synthesizing the
+    /// manifests it would drop.
+    #[cfg(feature = "resolver-input")]
+    ListedMetadata,
+}
+
+impl BundleForm {
+    /// Whether this form carries the channel entry's `replaces` and `skips`.
+    fn has_entry_edges(self) -> bool {
+        self != BundleForm::Single
+    }
+
+    /// Whether a bundle with this image gets `csvJson` and `object`.
+    fn has_manifests(self, image: &str) -> bool {
+        match self {
+            BundleForm::Single => true,
+            BundleForm::Listed => image.is_empty(),
+            #[cfg(feature = "resolver-input")]
+            BundleForm::ListedMetadata => false,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -111,7 +133,7 @@ impl CatalogIndex {
         let channel = &self.channels[entry.channel as usize];
         let package = &self.packages[rec.package as usize];
         let image = self.str(rec.image);
-        let want_manifests = form == BundleForm::Single || image.is_empty();
+        let want_manifests = form.has_manifests(image);
         let cached = want_manifests
             .then(|| self.manifests.get(entry.bundle))
             .flatten();
@@ -226,31 +248,23 @@ impl CatalogIndex {
                 })
                 .collect()
         };
-        let (replaces, skips) = match form {
-            BundleForm::Single => (String::new(), Vec::new()),
-            BundleForm::Listed => (
+        let (replaces, skips) = if form.has_entry_edges() {
+            (
                 self.str(entry.replaces).to_owned(),
                 self.skips_of(entry)
                     .iter()
                     .map(|s| self.str(*s).to_owned())
                     .collect(),
-            ),
+            )
+        } else {
+            (String::new(), Vec::new())
         };
-        let listed_with_image = form == BundleForm::Listed && !image.is_empty();
         Ok(api::Bundle {
             csv_name: self.str(rec.name).to_owned(),
             package_name: self.str(package.name).to_owned(),
             channel_name: self.str(channel.name).to_owned(),
-            csv_json: if listed_with_image {
-                String::new()
-            } else {
-                csv_json
-            },
-            object: if listed_with_image {
-                Vec::new()
-            } else {
-                objects
-            },
+            csv_json,
+            object: objects,
             bundle_path: image.to_owned(),
             provided_apis: gvks(rec.provided),
             required_apis: gvks(rec.required),

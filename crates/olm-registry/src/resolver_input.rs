@@ -4,10 +4,92 @@
 //! preview and the controller read a catalog the same way. Upstream:
 //! `EntryFromBundle` and `legacyDependenciesToProperties` of OLM's resolver
 //! cache.
+//!
+//! [`snapshot`] reads a local catalog directory the same way, through the
+//! [`CatalogIndex`] the server answers from, without a server.
 
-use olm_resolver::BundleInput;
+use olm_resolver::{BundleInput, CatalogKey, CatalogSnapshot};
 
-use crate::api;
+use crate::{api, bundle::BundleForm, error::ReadError, index::CatalogIndex};
+
+/// The resolver's snapshot of an indexed catalog: what a client of a
+/// registry serving `index` builds from its packages (name and default
+/// channel) and its `ListBundles` answer through [`bundle_input`], read from
+/// the index directly.
+///
+/// The bundles' manifests (`csvJson`, `object`) are neither decoded nor
+/// synthesized, since resolver input does not read them, and bundle
+/// documents are read one at a time per thread: memory holds the index, the
+/// resolver input and the snapshot, never the catalog's documents.
+///
+/// ```no_run
+/// # fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use olm_registry::{CatalogIndex, IndexOptions, resolver_input};
+/// use olm_resolver::CatalogKey;
+///
+/// let index = CatalogIndex::build("/configs", &IndexOptions::default())?;
+/// let key = CatalogKey::new("community", "olm");
+/// let snapshot = resolver_input::snapshot(&index, key, 0, true)?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn snapshot(
+    index: &CatalogIndex,
+    key: CatalogKey,
+    priority: i32,
+    healthy: bool,
+) -> Result<CatalogSnapshot, ReadError> {
+    let packages: Vec<(String, String)> = index
+        .packages
+        .iter()
+        .map(|p| {
+            (
+                index.str(p.name).to_owned(),
+                index.str(p.default_channel).to_owned(),
+            )
+        })
+        .collect();
+    Ok(CatalogSnapshot::build(
+        key,
+        priority,
+        healthy,
+        &packages,
+        listed_bundle_inputs(index)?,
+    ))
+}
+
+/// The `ListBundles` answer as resolver input, in order. Reading the bundle
+/// documents back is most of the cost, so threads (as many as indexing
+/// uses) read consecutive runs of the answer.
+fn listed_bundle_inputs(index: &CatalogIndex) -> Result<Vec<BundleInput>, ReadError> {
+    let count = index.listed_count();
+    let run = count.div_ceil(crate::index::read_threads(None)).max(1);
+    let runs: Vec<Result<Vec<BundleInput>, ReadError>> = std::thread::scope(|s| {
+        let readers: Vec<_> = (0..count)
+            .step_by(run)
+            .map(|start| {
+                s.spawn(move || {
+                    index
+                        .listed_bundles(BundleForm::ListedMetadata, start..(start + run).min(count))
+                        .map(|b| b.map(bundle_input))
+                        .collect()
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .map(|r| {
+                r.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let mut inputs = Vec::with_capacity(count);
+    for run in runs {
+        inputs.extend(run?);
+    }
+    Ok(inputs)
+}
 
 /// One `ListBundles` answer as resolver input, with upstream's fallbacks for
 /// bundles without properties: provided APIs become `olm.gvk`, legacy

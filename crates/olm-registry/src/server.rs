@@ -567,10 +567,8 @@ impl Registry for RegistryService {
         // One blocking task per stream reads documents in ListBundles order
         // and waits whenever the client is LIST_BUNDLES_BUFFER bundles behind.
         tokio::task::spawn_blocking(move || {
-            for &entry in &index.list_order {
-                let message = index
-                    .bundle_message(entry, BundleForm::Listed)
-                    .map_err(read_failed);
+            for message in index.listed_bundles(BundleForm::Listed, 0..index.listed_count()) {
+                let message = message.map_err(read_failed);
                 let failed = message.is_err();
                 if tx.blocking_send(message).is_err() || failed {
                     break;
@@ -629,6 +627,26 @@ impl ExperimentalRegistry for RegistryService {
 }
 
 impl CatalogIndex {
+    /// How many bundles the `ListBundles` answer holds: one per channel
+    /// entry.
+    pub(crate) fn listed_count(&self) -> usize {
+        self.list_order.len()
+    }
+
+    /// The bundles at `positions` of the `ListBundles` answer (one per
+    /// channel entry, by channel name, package name and bundle name), in
+    /// `form`. One home for the stream and for resolver input read without
+    /// a server, which reads runs of it in parallel.
+    pub(crate) fn listed_bundles(
+        &self,
+        form: BundleForm,
+        positions: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = Result<api::Bundle, ReadError>> + '_ {
+        self.list_order[positions]
+            .iter()
+            .map(move |&entry| self.bundle_message(entry, form))
+    }
+
     /// The custom-schema documents with this schema and package, as structs.
     fn custom_documents(
         &self,

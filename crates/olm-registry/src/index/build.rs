@@ -34,12 +34,7 @@ pub(super) fn build(root: &Path, options: &IndexOptions) -> Result<CatalogIndex,
     })?;
     let files = scan::list_files(&root, limits)?;
     let spill_dir = options.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let threads = options
-        .threads
-        .or_else(|| std::thread::available_parallelism().ok())
-        .map_or(1, NonZeroUsize::get)
-        .clamp(1, MAX_SCAN_THREADS)
-        .min(files.len().max(1));
+    let threads = read_threads(options.threads).min(files.len().max(1));
 
     let counters = ScanCounters::default();
     let next = AtomicUsize::new(0);
@@ -100,6 +95,15 @@ pub(super) fn build(root: &Path, options: &IndexOptions) -> Result<CatalogIndex,
     }
     let scans: Vec<FileScan> = scans.into_iter().map(Option::unwrap_or_default).collect();
     Assembler::new(root, files, limits).assemble(scans, spills)
+}
+
+/// How many threads read catalog files at once: `requested`, else the
+/// available parallelism, at most [`MAX_SCAN_THREADS`].
+pub(crate) fn read_threads(requested: Option<NonZeroUsize>) -> usize {
+    requested
+        .or_else(|| std::thread::available_parallelism().ok())
+        .map_or(1, NonZeroUsize::get)
+        .clamp(1, MAX_SCAN_THREADS)
 }
 
 /// Matches upstream's rule for custom-schema keys (`pkg/cache/meta_key.go`).

@@ -28,6 +28,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+#[cfg(feature = "resolver-input")]
+pub(crate) use self::build::read_threads;
 pub(crate) use self::build::valid_meta_key_component as valid_meta_key;
 use self::{
     scan::BlobRef,
