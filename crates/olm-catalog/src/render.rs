@@ -804,7 +804,11 @@ mod tests {
         let mut payloads = PayloadsFromFiles::reading_ahead(dir.path(), limits.clone(), &lean);
         for bundle in lean.bundles.iter().rev() {
             let filled = payloads.fill(bundle).unwrap();
-            let want = whole.bundles.iter().find(|b| b.name == bundle.name).unwrap();
+            let want = whole
+                .bundles
+                .iter()
+                .find(|b| b.name == bundle.name)
+                .unwrap();
             assert_eq!(filled.properties, want.properties, "{}", bundle.name);
         }
 
