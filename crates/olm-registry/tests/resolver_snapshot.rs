@@ -173,7 +173,7 @@ fn entries(snapshot: &CatalogSnapshot) -> BTreeMap<(String, String, String), Ent
             properties: b
                 .properties
                 .iter()
-                .map(|p| (p.type_.to_string(), p.value.clone()))
+                .map(|p| (p.type_.to_string(), p.decoded()))
                 .collect(),
             bundle_path: b.bundle_path.as_deref().map(str::to_owned),
         };

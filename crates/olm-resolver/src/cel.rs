@@ -457,9 +457,15 @@ impl CelRule {
 
     /// The worst-case number of steps on a candidate with `properties`.
     pub fn estimated_cost(&self, properties: &[RawProperty]) -> u128 {
+        let values: Vec<serde_json::Value> = properties.iter().map(RawProperty::decoded).collect();
+        self.cost_of(&values)
+    }
+
+    fn cost_of(&self, values: &[serde_json::Value]) -> u128 {
+        let properties = values;
         let input_width = properties
             .iter()
-            .map(|p| widest(&p.value))
+            .map(widest)
             .max()
             .unwrap_or(0)
             .max(properties.len())
@@ -474,7 +480,8 @@ impl CelRule {
 
     /// Evaluates the rule against a candidate's properties.
     pub fn evaluate(&self, properties: &[RawProperty]) -> Result<bool, CelError> {
-        let cost = self.estimated_cost(properties);
+        let values: Vec<serde_json::Value> = properties.iter().map(RawProperty::decoded).collect();
+        let cost = self.cost_of(&values);
         if cost > MAX_CEL_COST {
             return Err(CelError::TooCostly {
                 rule: self.source.clone(),
@@ -483,13 +490,14 @@ impl CelRule {
         }
         let list: Vec<Value> = properties
             .iter()
-            .map(|p| {
+            .zip(&values)
+            .map(|(p, value)| {
                 let mut m = std::collections::HashMap::new();
                 m.insert(
                     "type".to_owned(),
                     Value::String(Arc::new(p.type_.to_string())),
                 );
-                m.insert("value".to_owned(), json_to_cel(&p.value));
+                m.insert("value".to_owned(), json_to_cel(value));
                 Value::from(m)
             })
             .collect();
@@ -521,10 +529,7 @@ mod tests {
 
     fn props(json: &[(&str, &str)]) -> Vec<RawProperty> {
         json.iter()
-            .map(|(t, v)| RawProperty {
-                type_: Arc::from(*t),
-                value: serde_json::from_str(v).unwrap(),
-            })
+            .map(|(t, v)| RawProperty::new(Arc::from(*t), v).unwrap())
             .collect()
     }
 

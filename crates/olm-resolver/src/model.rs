@@ -83,13 +83,38 @@ impl fmt::Display for CatalogKey {
     }
 }
 
-/// One property as the resolver reads it: its type and its JSON value.
-#[derive(Debug, Clone, PartialEq)]
+/// One property as the resolver reads it: its type and its JSON value, kept
+/// as text (checked to be JSON) and decoded only when a CEL rule reads it,
+/// so a catalog of 20,000 bundles costs its property text, not a tree of
+/// maps per property.
+#[derive(Debug, Clone)]
 pub struct RawProperty {
     /// The property type, for example `olm.gvk`.
     pub type_: Name,
+    /// The value, as JSON text.
+    pub value: Box<serde_json::value::RawValue>,
+}
+
+impl RawProperty {
+    /// A property with this type and JSON text, or why the text is not JSON.
+    pub fn new(type_: Name, json: &str) -> Result<Self, serde_json::Error> {
+        let value = serde_json::value::RawValue::from_string(json.to_owned())?;
+        Ok(Self { type_, value })
+    }
+
     /// The value, decoded.
-    pub value: serde_json::Value,
+    pub fn decoded(&self) -> serde_json::Value {
+        // The text was checked to be JSON when the property was made.
+        serde_json::from_str(self.value.get()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl PartialEq for RawProperty {
+    /// Equal when the types are, and the values are equal as JSON.
+    fn eq(&self, other: &Self) -> bool {
+        self.type_ == other.type_
+            && (self.value.get() == other.value.get() || self.decoded() == other.decoded())
+    }
 }
 
 /// What the resolver needs of one bundle, shared by its entries in every
@@ -149,8 +174,8 @@ impl BundleData {
             if type_ == property::BUNDLE_OBJECT || type_ == property::CSV_METADATA {
                 continue;
             }
-            let value: serde_json::Value = match serde_json::from_str(json) {
-                Ok(v) => v,
+            let raw = match RawProperty::new(interner.intern(type_), json) {
+                Ok(raw) => raw,
                 Err(e) => {
                     if is_dependency_type(type_) {
                         data.dependency_errors.push(DependencyError::Invalid {
@@ -197,10 +222,7 @@ impl BundleData {
                 }
                 _ => {}
             }
-            data.properties.push(RawProperty {
-                type_: interner.intern(type_),
-                value,
-            });
+            data.properties.push(raw);
         }
         data
     }
