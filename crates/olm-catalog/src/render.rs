@@ -302,16 +302,20 @@ pub struct PayloadsFromFiles {
     file: Option<std::sync::Arc<str>>,
     /// The bundles of `file`, by document index.
     bundles: BTreeMap<usize, Bundle>,
-    /// Files read ahead, in the order they will be asked for.
-    ahead: Option<std::sync::mpsc::Receiver<LoadedFile>>,
+    /// Files read ahead: reader `i` reads files `i`, `i + n`, ... of the
+    /// write order, and they are taken from the readers in turn.
+    ahead: Vec<std::sync::mpsc::Receiver<LoadedFile>>,
+    /// How many files have been taken from `ahead`.
+    taken: usize,
 }
 
 /// One file read again: its name and its bundles by document index, or why
 /// it could not be read.
 type LoadedFile = (std::sync::Arc<str>, Result<BTreeMap<usize, Bundle>, String>);
 
-/// How many files [`PayloadsFromFiles::reading_ahead`] holds ready.
-pub const FILES_READ_AHEAD: usize = 2;
+/// How many files each reader of [`PayloadsFromFiles::reading_ahead`]
+/// holds ready.
+pub const FILES_READ_AHEAD: usize = 1;
 
 impl PayloadsFromFiles {
     /// Reads from the catalog rooted at `root`, within `limits`.
@@ -321,14 +325,15 @@ impl PayloadsFromFiles {
             limits,
             file: None,
             bundles: BTreeMap::new(),
-            ahead: None,
+            ahead: Vec::new(),
+            taken: 0,
         }
     }
 
-    /// As [`PayloadsFromFiles::new`], with a thread reading the files of
-    /// `catalog`'s bundles in the order [`write_filling`] asks for them, at
-    /// most [`FILES_READ_AHEAD`] ahead, so reading and writing overlap. A
-    /// bundle asked for out of that order is read directly.
+    /// As [`PayloadsFromFiles::new`], with threads (one per CPU) reading the
+    /// files of `catalog`'s bundles in the order [`write_filling`] asks for
+    /// them, each at most [`FILES_READ_AHEAD`] ahead, so reading and writing
+    /// overlap. A bundle asked for out of that order is read directly.
     pub fn reading_ahead(
         root: impl Into<std::path::PathBuf>,
         limits: Limits,
@@ -343,17 +348,28 @@ impl PayloadsFromFiles {
             }
         }
         let mut payloads = Self::new(root, limits);
-        let (sender, receiver) = std::sync::mpsc::sync_channel(FILES_READ_AHEAD);
-        let (root, limits) = (payloads.root.clone(), payloads.limits.clone());
-        std::thread::spawn(move || {
-            for file in files {
-                let loaded = load_bundles(&root, &file, &limits);
-                if sender.send((file, loaded)).is_err() {
-                    return;
+        let readers = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, files.len().max(1));
+        for reader in 0..readers {
+            let (sender, receiver) = std::sync::mpsc::sync_channel(FILES_READ_AHEAD);
+            let (root, limits) = (payloads.root.clone(), payloads.limits.clone());
+            let mine: Vec<std::sync::Arc<str>> = files
+                .iter()
+                .skip(reader)
+                .step_by(readers)
+                .cloned()
+                .collect();
+            std::thread::spawn(move || {
+                for file in mine {
+                    let loaded = load_bundles(&root, &file, &limits);
+                    if sender.send((file, loaded)).is_err() {
+                        return;
+                    }
                 }
-            }
-        });
-        payloads.ahead = Some(receiver);
+            });
+            payloads.ahead.push(receiver);
+        }
         payloads
     }
 
@@ -370,13 +386,17 @@ impl PayloadsFromFiles {
         };
         if self.file.as_deref() != Some(&*lean.origin.file) {
             self.bundles.clear();
-            let ahead = self.ahead.as_ref().and_then(|ahead| ahead.recv().ok());
+            let ahead = match self.ahead.len() {
+                0 => None,
+                readers => self.ahead[self.taken % readers].recv().ok(),
+            };
+            self.taken += 1;
             let loaded = match ahead {
                 Some((file, loaded)) if file == lean.origin.file => loaded,
                 other => {
                     if other.is_some() {
                         // Out of the expected order: read directly from now on.
-                        self.ahead = None;
+                        self.ahead.clear();
                     }
                     load_bundles(&self.root, &lean.origin.file, &self.limits)
                 }
