@@ -9,6 +9,12 @@
 //! into a `map[string]interface{}` and encodes it again before anything else
 //! reads it ([`reencode`], [`reencode_base64`]), so what `opm render` writes
 //! for a catalog is that re-encoding, not the text of the file.
+//!
+//! The registry (`olm-registry`) writes what it serves with the same
+//! functions. The one choice callers make is how numbers were decoded
+//! ([`Numbers`]): into Go's `interface{}`, where every number is a float64
+//! and an integer beyond 2^53 comes back rounded, or into typed fields,
+//! where an integer is written as itself.
 
 use serde_json::{Number, Value};
 
@@ -18,15 +24,37 @@ use serde_json::{Number, Value};
 /// always escaped.
 pub fn to_string(value: &Value, escape_html: bool) -> String {
     let mut out = String::new();
-    write_value(&mut out, value, escape_html);
+    write_value(&mut out, value, escape_html, Numbers::Exact);
     out
 }
 
-fn write_value(out: &mut String, value: &Value, escape_html: bool) {
+/// As [`to_string`], for a value Go decoded into `interface{}`: every
+/// number a float64 ([`Numbers::Float64`]).
+pub fn to_string_decoded(value: &Value, escape_html: bool) -> String {
+    let mut out = String::new();
+    write_value(&mut out, value, escape_html, Numbers::Float64);
+    out
+}
+
+/// How the numbers being written were decoded on Go's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Numbers {
+    /// Into typed integer fields (or `json.Number`): an integer is written as
+    /// itself; other numbers as float64s.
+    Exact,
+    /// Into `interface{}`: every number is a float64, so an integer beyond
+    /// 2^53 is written as the float64 nearest it (`12345678901234567890`
+    /// becomes `12345678901234567000`).
+    Float64,
+}
+
+/// Appends `value` as Go writes it: keys in byte order, compact, with
+/// [`write_string`]'s escapes and numbers as `numbers` says.
+pub fn write_value(out: &mut String, value: &Value, escape_html: bool, numbers: Numbers) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => write_number(out, n),
+        Value::Number(n) => write_number(out, n, numbers),
         Value::String(s) => write_string(out, s, escape_html),
         Value::Array(items) => {
             out.push('[');
@@ -34,13 +62,13 @@ fn write_value(out: &mut String, value: &Value, escape_html: bool) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_value(out, item, escape_html);
+                write_value(out, item, escape_html, numbers);
             }
             out.push(']');
         }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
             out.push('{');
             for (i, (key, value)) in entries.into_iter().enumerate() {
                 if i > 0 {
@@ -48,20 +76,24 @@ fn write_value(out: &mut String, value: &Value, escape_html: bool) {
                 }
                 write_string(out, key, escape_html);
                 out.push(':');
-                write_value(out, value, escape_html);
+                write_value(out, value, escape_html, numbers);
             }
             out.push('}');
         }
     }
 }
 
-/// An integer as itself; any other number as Go writes a `float64`.
-fn write_number(out: &mut String, n: &Number) {
-    if let Some(i) = n.as_i64() {
+/// Largest integer a float64 holds exactly.
+const EXACT_FLOAT_INTEGER: u64 = 1 << 53;
+
+/// A number as [`Numbers`] says Go writes it.
+fn write_number(out: &mut String, n: &Number, numbers: Numbers) {
+    let exact = |magnitude: u64| numbers == Numbers::Exact || magnitude <= EXACT_FLOAT_INTEGER;
+    if let Some(i) = n.as_i64().filter(|i| exact(i.unsigned_abs())) {
         out.push_str(&i.to_string());
         return;
     }
-    if let Some(u) = n.as_u64() {
+    if let Some(u) = n.as_u64().filter(|u| exact(*u)) {
         out.push_str(&u.to_string());
         return;
     }
@@ -703,6 +735,34 @@ pub(crate) mod tests {
             (json!(u64::MAX), "18446744073709551615"),
         ] {
             assert_eq!(to_string(&value, true), expected, "{value}");
+        }
+        // Decoded into interface{}, integers beyond 2^53 are float64s (Go
+        // 1.26: json.Marshal of the decoded value).
+        for (value, expected) in [
+            (json!(9_007_199_254_740_992_u64), "9007199254740992"),
+            (json!(9_007_199_254_740_993_u64), "9007199254740992"),
+            (json!(-9_007_199_254_740_993_i64), "-9007199254740992"),
+            (
+                json!(12_345_678_901_234_567_890_u64),
+                "12345678901234567000",
+            ),
+            (json!(u64::MAX), "18446744073709552000"),
+            (json!([1, 1.5, 1e21]), "[1,1.5,1e+21]"),
+        ] {
+            assert_eq!(to_string_decoded(&value, true), expected, "{value}");
+        }
+        // The streaming re-encoder agrees.
+        for text in [
+            "12345678901234567890",
+            "-9007199254740993",
+            "9007199254740992",
+        ] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                reencode(text, true, 8).unwrap(),
+                to_string_decoded(&value, true),
+                "{text}"
+            );
         }
     }
 

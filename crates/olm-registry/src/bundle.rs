@@ -19,10 +19,11 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Map, Value, value::RawValue};
 
+use olm_catalog::go_json;
+
 use crate::{
     api, csv_types,
     error::ReadError,
-    gojson::{self, HtmlEscape},
     index::{
         CatalogIndex, EntryRec,
         scan::{
@@ -171,7 +172,7 @@ impl CatalogIndex {
             }
             let value: Value =
                 serde_json::from_str(raw.get()).map_err(|e| corrupt(e.to_string()))?;
-            let canonical = gojson::to_string(&value, HtmlEscape::Off);
+            let canonical = go_json::to_string_decoded(&value, false);
             match ty {
                 PROPERTY_GVK_REQUIRED => dependencies.push(api::Dependency {
                     r#type: PROPERTY_GVK.to_owned(),
@@ -181,9 +182,9 @@ impl CatalogIndex {
                     let required: PackageRequiredValue =
                         serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
                     let mut v = String::from("{\"packageName\":");
-                    gojson::write_string(&mut v, &required.package_name, HtmlEscape::Off);
+                    go_json::write_string(&mut v, &required.package_name, false);
                     v.push_str(",\"version\":");
-                    gojson::write_string(&mut v, &required.version_range, HtmlEscape::Off);
+                    go_json::write_string(&mut v, &required.version_range, false);
                     v.push('}');
                     dependencies.push(api::Dependency {
                         r#type: crate::index::scan::PROPERTY_PACKAGE.to_owned(),
@@ -371,14 +372,14 @@ impl CatalogIndex {
             // Upstream decodes the icon and encodes it again, with Go's
             // decoder (the index refused icons it cannot decode).
             let data = icon.base64data.unwrap_or_default();
-            let data = olm_catalog::go_json::reencode_base64(&data).unwrap_or(data);
+            let data = go_json::reencode_base64(&data).unwrap_or(data);
             let mut icon_json = String::from("[{\"base64data\":");
-            gojson::write_string(&mut icon_json, &data, HtmlEscape::On);
+            go_json::write_string(&mut icon_json, &data, true);
             icon_json.push_str(",\"mediatype\":");
-            gojson::write_string(
+            go_json::write_string(
                 &mut icon_json,
                 icon.mediatype.as_deref().unwrap_or(""),
-                HtmlEscape::On,
+                true,
             );
             icon_json.push_str("}]");
             spec.push(("icon", Node::Owned(icon_json)));
@@ -394,13 +395,9 @@ impl CatalogIndex {
                     images.push(',');
                 }
                 images.push_str("{\"name\":");
-                gojson::write_string(&mut images, r.name.as_deref().unwrap_or(""), HtmlEscape::On);
+                go_json::write_string(&mut images, r.name.as_deref().unwrap_or(""), true);
                 images.push_str(",\"image\":");
-                gojson::write_string(
-                    &mut images,
-                    r.image.as_deref().unwrap_or(""),
-                    HtmlEscape::On,
-                );
+                go_json::write_string(&mut images, r.image.as_deref().unwrap_or(""), true);
                 images.push('}');
             }
             images.push(']');
@@ -453,15 +450,15 @@ impl Node<'_> {
                     if i > 0 {
                         out.push(',');
                     }
-                    gojson::write_string(out, key, HtmlEscape::On);
+                    go_json::write_string(out, key, true);
                     out.push(':');
                     node.write(out);
                 }
                 out.push('}');
             }
-            Node::Value(v) => gojson::write_value(out, v, HtmlEscape::On),
+            Node::Value(v) => go_json::write_value(out, v, true, go_json::Numbers::Float64),
             Node::Typed(v, ty) => csv_types::write(out, v, ty),
-            Node::Str(s) => gojson::write_string(out, s, HtmlEscape::On),
+            Node::Str(s) => go_json::write_string(out, s, true),
             Node::Raw(s) => out.push_str(s),
             Node::Owned(s) => out.push_str(s),
         }
@@ -482,7 +479,7 @@ fn manifest_json(raw: &RawValue) -> Result<String, String> {
         Err(_) => serde_yaml_ng::from_slice(&data)
             .map_err(|e| format!("convert bundle object to json: {e}"))?,
     };
-    Ok(gojson::to_string(&value, HtmlEscape::On))
+    Ok(go_json::to_string_decoded(&value, true))
 }
 
 /// Whether a manifest is a ClusterServiceVersion.

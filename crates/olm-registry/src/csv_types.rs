@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::gojson::{self, HtmlEscape};
+use olm_catalog::go_json;
 
 /// A Go type, as far as its JSON encoding goes.
 pub(crate) enum GoType {
@@ -172,7 +172,7 @@ pub(crate) fn write(out: &mut String, value: &Value, ty: &GoType) {
                     out.push(',');
                 }
                 first = false;
-                gojson::write_string(out, f.name, HtmlEscape::On);
+                go_json::write_string(out, f.name, true);
                 out.push(':');
                 match v {
                     // A null decodes to the zero value.
@@ -192,7 +192,7 @@ pub(crate) fn write(out: &mut String, value: &Value, ty: &GoType) {
             }
             out.push(']');
         }
-        _ => gojson::write_value(out, value, HtmlEscape::On),
+        _ => go_json::write_value(out, value, true, go_json::Numbers::Float64),
     }
 }
 

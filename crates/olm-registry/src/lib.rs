@@ -49,7 +49,6 @@ mod bundle;
 mod client;
 mod csv_types;
 mod error;
-mod gojson;
 mod index;
 mod limits;
 mod manifest_cache;

@@ -18,9 +18,10 @@ use std::{
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use olm_catalog::go_json;
+
 use crate::{
     error::{IndexError, Problem},
-    gojson::{self, HtmlEscape},
     limits::IndexLimits,
 };
 
@@ -877,7 +878,7 @@ fn scan_yaml(reader: &mut ChunkReader<'_>, ctx: &mut DocContext<'_>) -> Result<(
                     ctx.problem(offset, not_an_object(kind));
                 }
                 Ok(value) => {
-                    let json = gojson::to_string(&value, HtmlEscape::Off);
+                    let json = go_json::to_string_decoded(&value, false);
                     drop(value);
                     let bytes = json.as_bytes();
                     let mut parsed =
