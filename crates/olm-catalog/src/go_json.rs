@@ -168,33 +168,80 @@ pub fn write_float(out: &mut String, f: f64) {
 /// invalid UTF-8 as `\ufffd`; a Rust string holds none.
 pub fn write_string(out: &mut String, s: &str, escape_html: bool) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' if escape_html => {
-                out.push_str("\\u00");
-                out.push(HEX[(c as usize) >> 4] as char);
-                out.push(HEX[(c as usize) & 0xf] as char);
-            }
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c if (c as u32) < 0x20 => {
-                out.push_str("\\u00");
-                out.push(HEX[(c as usize) >> 4] as char);
-                out.push(HEX[(c as usize) & 0xf] as char);
-            }
-            c => out.push(c),
+    // Runs of characters written as they are are copied whole; only the
+    // bytes below decide, as every character escaped is ASCII or starts
+    // with 0xE2 (U+2028, U+2029).
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        let b = bytes[at];
+        if !MAY_ESCAPE[usize::from(b)] {
+            at += 1;
+            continue;
         }
+        let escape: Option<&str> = match b {
+            b'"' => Some("\\\""),
+            b'\\' => Some("\\\\"),
+            0x08 => Some("\\b"),
+            0x0c => Some("\\f"),
+            b'\n' => Some("\\n"),
+            b'\r' => Some("\\r"),
+            b'\t' => Some("\\t"),
+            b'<' | b'>' | b'&' if escape_html => None,
+            0xe2 if bytes.get(at + 1) == Some(&0x80)
+                && matches!(bytes.get(at + 2), Some(0xa8 | 0xa9)) =>
+            {
+                Some(if bytes[at + 2] == 0xa8 {
+                    "\\u2028"
+                } else {
+                    "\\u2029"
+                })
+            }
+            b if b < 0x20 => None,
+            _ => {
+                at += 1;
+                continue;
+            }
+        };
+        out.push_str(&s[start..at]);
+        match escape {
+            Some(text) => {
+                out.push_str(text);
+                at += if b == 0xe2 { 3 } else { 1 };
+            }
+            None => {
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 0xf)]));
+                at += 1;
+            }
+        }
+        start = at;
     }
+    out.push_str(&s[start..]);
     out.push('"');
 }
+
+/// The bytes [`write_string`] looks at twice: those it may escape, and the
+/// first byte of U+2028 and U+2029.
+const MAY_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table[b'<' as usize] = true;
+    table[b'>' as usize] = true;
+    table[b'&' as usize] = true;
+    table[0xe2] = true;
+    table
+};
 
 /// Why a JSON text could not be re-encoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -617,6 +664,14 @@ pub struct Base64Error {
 /// with `=` padding, skips `\r` and `\n` anywhere, and accepts non-zero
 /// bits after the last encoded byte. Errors name the byte offset Go names.
 pub fn decode_base64(text: &str) -> Result<Vec<u8>, Base64Error> {
+    // Canonical input (no line breaks, zero trailing bits) decodes the same
+    // in both; only what the fast decoder refuses needs Go's rules.
+    {
+        use base64::Engine as _;
+        if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(text) {
+            return Ok(bytes);
+        }
+    }
     let src = text.as_bytes();
     let sextet = |c: u8| -> Option<u32> {
         match c {
@@ -1019,7 +1074,59 @@ pub(crate) mod tests {
         }
     }
 
+    /// Go's string escapes, one character at a time: what the run-copying
+    /// [`write_string`] must equal.
+    fn write_string_by_char(s: &str, escape_html: bool) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '<' | '>' | '&' if escape_html => out.push_str(&format!("\\u{:04x}", c as u32)),
+                '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
     proptest! {
+        /// Escaping copies runs, and gives what escaping each character
+        /// gives, on any string (weighted towards the escaped ones).
+        #[test]
+        fn string_escapes_match_char_by_char(
+            s in "([\"\\\\<>&\u{0}-\u{1f}\u{2028}\u{2029}\u{2027}\u{202a}é€a-z]|\\PC){0,40}",
+            html in any::<bool>(),
+        ) {
+            let mut out = String::new();
+            write_string(&mut out, &s, html);
+            prop_assert_eq!(out, write_string_by_char(&s, html));
+        }
+
+        /// The fast decoder and Go's rules agree: canonical text decodes
+        /// to its bytes, and the same text broken into lines (which only
+        /// Go's rules accept) too.
+        #[test]
+        fn base64_with_and_without_line_breaks(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            use base64::Engine as _;
+            let text = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            prop_assert_eq!(decode_base64(&text).unwrap(), bytes.clone());
+            let broken: String = text
+                .as_bytes()
+                .chunks(7)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .join("\r\n");
+            prop_assert_eq!(decode_base64(&broken).unwrap(), bytes);
+        }
+
         /// Any finite float64 is written as text that reads back as the
         /// same value (the sign of zero included), in Go's canonical form,
         /// which re-encoding leaves as it is.
