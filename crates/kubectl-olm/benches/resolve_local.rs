@@ -193,23 +193,12 @@ fn catalog_dir() -> PathBuf {
     let packages = env_usize("OLM_BENCH_PACKAGES", 1_000);
     let bundles = env_usize("OLM_BENCH_BUNDLES", 20_000);
     let seed = env_usize("OLM_BENCH_SEED", 1) as u64;
-    let dir = target_dir()
-        .join("vs-upstream")
-        .join(format!("generated-{packages}x{bundles}-seed{seed}"));
-    let done = dir.join(".complete");
-    if !done.exists() {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let started = Instant::now();
-        olm_testkit::synthetic_catalog::write(&dir, packages, bundles, seed);
-        std::fs::write(&done, "").unwrap();
-        println!(
-            "generated {} in {:.1} s",
-            dir.display(),
-            started.elapsed().as_secs_f64()
-        );
-    }
-    dir
+    olm_testkit::synthetic_catalog::written_once(
+        &target_dir().join("vs-upstream"),
+        packages,
+        bundles,
+        seed,
+    )
 }
 
 /// Bytes and files under `dir`.

@@ -403,8 +403,9 @@ pub struct StrategyDeploymentPermissions {
     #[serde(default)]
     pub service_account_name: String,
 
-    /// The rules granted to it. Keys are matched to fields as Go does, so
-    /// a rule spelling `apigroups` grants what upstream grants.
+    /// The rules granted to it.
+    // Keys are matched to fields as Go does, so a rule spelling `apigroups`
+    // grants what upstream grants (not in the doc: it is the CRD's text).
     #[serde(default, deserialize_with = "go_policy_rules")]
     pub rules: Vec<PolicyRule>,
 }

@@ -804,22 +804,21 @@ mod tests {
                 .iter()
                 .all(|b| b.properties[0].value.get() == "null")
         );
-        let mut payloads = PayloadsFromFiles::new(dir.path(), limits.clone());
-        let mut text = Vec::new();
-        write_filling(&lean, Format::Json, &mut text, &mut |b| payloads.fill(b)).unwrap();
-        assert_eq!(
-            String::from_utf8(text).unwrap(),
-            to_string(&whole, Format::Json).unwrap()
-        );
-
-        // Read ahead, in write order, the same.
-        let mut payloads = PayloadsFromFiles::reading_ahead(dir.path(), limits.clone(), &lean);
-        let mut text = Vec::new();
-        write_filling(&lean, Format::Json, &mut text, &mut |b| payloads.fill(b)).unwrap();
-        assert_eq!(
-            String::from_utf8(text).unwrap(),
-            to_string(&whole, Format::Json).unwrap()
-        );
+        // Read when asked, and read ahead in write order: the same text.
+        for ahead in [false, true] {
+            let mut payloads = if ahead {
+                PayloadsFromFiles::reading_ahead(dir.path(), limits.clone(), &lean)
+            } else {
+                PayloadsFromFiles::new(dir.path(), limits.clone())
+            };
+            let mut text = Vec::new();
+            write_filling(&lean, Format::Json, &mut text, &mut |b| payloads.fill(b)).unwrap();
+            assert_eq!(
+                String::from_utf8(text).unwrap(),
+                to_string(&whole, Format::Json).unwrap(),
+                "read ahead: {ahead}"
+            );
+        }
         // Asked out of that order, it reads directly, and still right.
         let mut payloads = PayloadsFromFiles::reading_ahead(dir.path(), limits.clone(), &lean);
         for bundle in lean.bundles.iter().rev() {

@@ -1,8 +1,11 @@
 //! What installing (or upgrading to) resolved bundles changes, as pure
 //! rules over plain data: each bundle's InstallPlan steps and the order they
 //! are listed in ([`steps`]), whether a CRD may be replaced by a bundle's
-//! ([`crd`]), and the RBAC a CSV grants compared with the CSV it replaces
-//! ([`rbac`]). catalog-operator plans and applies with them; `kubectl olm
+//! ([`crd`]), the RBAC objects a CSV's install strategy becomes, named and
+//! hashed byte for byte as upstream names them ([`csv_rbac`], with the Go
+//! encodings it hashes: [`go_json`], [`hash`]; olm-operator creates the same
+//! objects with it), and the RBAC a CSV grants compared with the CSV it
+//! replaces ([`rbac`]). catalog-operator plans and applies with them; `kubectl olm
 //! preview` shows them before anything is applied. One home, so that the
 //! preview and what OLM then does cannot disagree.
 //!

@@ -17,7 +17,7 @@
 
 use std::{
     io::{BufWriter, Write},
-    path::Path,
+    path::{Path, PathBuf},
 };
 
 use serde_json::{Value, json};
@@ -310,4 +310,29 @@ pub fn write(dir: &Path, packages: usize, bundles: usize, seed: u64) -> Generate
         file.flush().unwrap();
     }
     out
+}
+
+/// The catalog of [`write`] in `parent/generated-<packages>x<bundles>-seed<seed>`,
+/// written the first time only (a `.complete` marker says it was written
+/// whole), so the benches that read the same catalog share one copy.
+///
+/// # Panics
+///
+/// When the directory cannot be written (a bench fixture).
+pub fn written_once(parent: &Path, packages: usize, bundles: usize, seed: u64) -> PathBuf {
+    let dir = parent.join(format!("generated-{packages}x{bundles}-seed{seed}"));
+    let done = dir.join(".complete");
+    if !done.exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("creating the generated catalog's directory");
+        let started = std::time::Instant::now();
+        write(&dir, packages, bundles, seed);
+        std::fs::write(&done, "").expect("marking the generated catalog complete");
+        println!(
+            "generated {} in {:.1} s",
+            dir.display(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    dir
 }
