@@ -160,88 +160,9 @@ pub fn write_float(out: &mut String, f: f64) {
     out.push_str(&exponent.unsigned_abs().to_string());
 }
 
-/// Writes `s` as a JSON string the way Go does: `"` and `\` escaped,
-/// `\b`, `\f`, `\n`, `\r`, `\t` for those control characters and `\u00XX`
-/// for the others, U+2028 and U+2029 always escaped (they end lines in
-/// JavaScript), `<`, `>` and `&` escaped only when `escape_html` is set, and
-/// everything else (DEL and all non-ASCII included) as UTF-8. Go also writes
-/// invalid UTF-8 as `\ufffd`; a Rust string holds none.
-pub fn write_string(out: &mut String, s: &str, escape_html: bool) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.reserve(s.len() + 2);
-    out.push('"');
-    // Runs of characters written as they are are copied whole; only the
-    // bytes below decide, as every character escaped is ASCII or starts
-    // with 0xE2 (U+2028, U+2029).
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    let mut at = 0;
-    while at < bytes.len() {
-        let b = bytes[at];
-        if !MAY_ESCAPE[usize::from(b)] {
-            at += 1;
-            continue;
-        }
-        let escape: Option<&str> = match b {
-            b'"' => Some("\\\""),
-            b'\\' => Some("\\\\"),
-            0x08 => Some("\\b"),
-            0x0c => Some("\\f"),
-            b'\n' => Some("\\n"),
-            b'\r' => Some("\\r"),
-            b'\t' => Some("\\t"),
-            b'<' | b'>' | b'&' if escape_html => None,
-            0xe2 if bytes.get(at + 1) == Some(&0x80)
-                && matches!(bytes.get(at + 2), Some(0xa8 | 0xa9)) =>
-            {
-                Some(if bytes[at + 2] == 0xa8 {
-                    "\\u2028"
-                } else {
-                    "\\u2029"
-                })
-            }
-            b if b < 0x20 => None,
-            _ => {
-                at += 1;
-                continue;
-            }
-        };
-        out.push_str(&s[start..at]);
-        match escape {
-            Some(text) => {
-                out.push_str(text);
-                at += if b == 0xe2 { 3 } else { 1 };
-            }
-            None => {
-                out.push_str("\\u00");
-                out.push(char::from(HEX[usize::from(b >> 4)]));
-                out.push(char::from(HEX[usize::from(b & 0xf)]));
-                at += 1;
-            }
-        }
-        start = at;
-    }
-    out.push_str(&s[start..]);
-    out.push('"');
-}
-
-/// The bytes [`write_string`] looks at twice: those it may escape, and the
-/// first byte of U+2028 and U+2029.
-const MAY_ESCAPE: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        table[b] = true;
-        b += 1;
-    }
-    table[b'"' as usize] = true;
-    table[b'\\' as usize] = true;
-    table[b'<' as usize] = true;
-    table[b'>' as usize] = true;
-    table[b'&' as usize] = true;
-    table[0xe2] = true;
-    table
-};
+/// Writes `s` as a JSON string the way Go does (one home for it:
+/// [`olm_api::go_text::write_json_string`]).
+pub use olm_api::go_text::write_json_string as write_string;
 
 /// Why a JSON text could not be re-encoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -97,38 +97,23 @@ pub fn generated_name(base: &str, hash: &str) -> String {
     format!("{base}-{hash}")
 }
 
-/// The hash in a Role's name: Go's `json.Encoder` output (with its trailing
-/// newline) of `{"name":<csv>,"permission":<permission>}`.
-fn role_name_hash(csv_name: &str, permission: &StrategyDeploymentPermissions) -> String {
-    let mut json = String::from("{");
-    if !csv_name.is_empty() {
-        json.push_str("\"name\":");
-        go_json::string(&mut json, csv_name);
-        json.push(',');
-    }
-    json.push_str("\"permission\":");
-    go_json::permission(&mut json, permission);
-    json.push_str("}\n");
-    sha224_base62(json.as_bytes())
-}
-
-/// The hash in a ClusterRole's name: as [`role_name_hash`] with the CSV's
-/// namespace between name and permission.
-fn cluster_role_name_hash(
+/// The hash in a Role's or ClusterRole's name: Go's `json.Encoder` output
+/// (with its trailing newline) of `{"name":<csv>,"namespace":<ns>,
+/// "permission":<permission>}`, empty fields left out (`omitempty`). A
+/// Role's hash has no namespace: pass `""`.
+fn name_hash(
     csv_name: &str,
     csv_namespace: &str,
     permission: &StrategyDeploymentPermissions,
 ) -> String {
     let mut json = String::from("{");
-    if !csv_name.is_empty() {
-        json.push_str("\"name\":");
-        go_json::string(&mut json, csv_name);
-        json.push(',');
-    }
-    if !csv_namespace.is_empty() {
-        json.push_str("\"namespace\":");
-        go_json::string(&mut json, csv_namespace);
-        json.push(',');
+    for (key, value) in [("name", csv_name), ("namespace", csv_namespace)] {
+        if !value.is_empty() {
+            go_json::string(&mut json, key);
+            json.push(':');
+            go_json::string(&mut json, value);
+            json.push(',');
+        }
     }
     json.push_str("\"permission\":");
     go_json::permission(&mut json, permission);
@@ -206,7 +191,7 @@ pub fn rbac_for_csv(
     for permission in strategy.permissions.iter().flatten() {
         let sa = &permission.service_account_name;
         account(&mut by_account, sa);
-        let role_name = generated_name(&format!("{name}-{sa}"), &role_name_hash(&name, permission));
+        let role_name = generated_name(&format!("{name}-{sa}"), &name_hash(&name, "", permission));
         let role = Role {
             metadata: ObjectMeta {
                 name: Some(role_name.clone()),
@@ -243,10 +228,7 @@ pub fn rbac_for_csv(
     for permission in strategy.cluster_permissions.iter().flatten() {
         let sa = &permission.service_account_name;
         account(&mut by_account, sa);
-        let role_name = generated_name(
-            &name,
-            &cluster_role_name_hash(&name, &namespace, permission),
-        );
+        let role_name = generated_name(&name, &name_hash(&name, &namespace, permission));
         let role = ClusterRole {
             metadata: ObjectMeta {
                 name: Some(role_name.clone()),
@@ -382,21 +364,21 @@ mod tests {
         assert_eq!(
             generated_name(
                 "widget-operator.v0.3.1-widget-sa",
-                &role_name_hash("widget-operator.v0.3.1", &permission)
+                &name_hash("widget-operator.v0.3.1", "", &permission)
             ),
             "widget-operator.v0.3.1-w-2RcIV0xB9mdeDmStsjTp4dGaZceT92lsdmOPFT"
         );
         assert_eq!(
             generated_name(
                 "widget-operator.v0.3.1",
-                &cluster_role_name_hash("widget-operator.v0.3.1", "gadget-system", &permission)
+                &name_hash("widget-operator.v0.3.1", "gadget-system", &permission)
             ),
             "widget-operator.v0.3.1-Y8HvnoBjkL0zCWuokgRvRMhwY21vy2LGSPLUf"
         );
         assert_eq!(
             generated_name(
                 "a-very-long-operator-name-that-goes-on-and-on.v10.20.30-some-service-account",
-                &role_name_hash("x", &permission)
+                &name_hash("x", "", &permission)
             ),
             "a-very-long-operator-nam-5ZPW9a0itM4zzVylizsujnm6pIB5LyCPhF0Kun"
         );

@@ -16,32 +16,9 @@
 use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef, Subject};
 use olm_api::csv::StrategyDeploymentPermissions;
 
-/// Appends a Go-escaped JSON string.
+/// Appends a Go-escaped JSON string, HTML escaping on (`json.Marshal`).
 pub fn string(out: &mut String, value: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", u32::from(c)));
-            }
-            c if u32::from(c) < 0x20 => {
-                let byte = u32::from(c) as usize;
-                out.push_str("\\u00");
-                out.push(char::from(HEX[byte >> 4]));
-                out.push(char::from(HEX[byte & 0xf]));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    olm_api::go_text::write_json_string(out, value, true);
 }
 
 fn string_list(out: &mut String, values: &[String]) {
