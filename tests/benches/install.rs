@@ -10,6 +10,9 @@
 //! - API requests made by OLM's services per install, counted from
 //!   kube-apiserver's audit log (`olm_testkit::audit`), by verb.
 //!
+//! `cargo xtask bench --vs-upstream install` measures ours and upstream
+//! OLM's the same way instead (`vs_upstream.rs` here says how).
+//!
 //! The registry is warm (every bundle pushed, the catalog served and
 //! connected) before the clock starts. `OLM_BENCH_INSTALLS` changes the
 //! count (default 20).
@@ -39,6 +42,19 @@ const POLL: Duration = Duration::from_millis(50);
 const BENCH_AGENT: &str = "olm-bench-install";
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--vs-upstream") {
+        vs_upstream::run();
+        return;
+    }
+    if let Some(who) = args.iter().find_map(|a| a.strip_prefix("--one=")) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(vs_upstream::measure(who)).print();
+        return;
+    }
     if std::env::var_os(olm_testkit::AUDIT_ENV).is_none() {
         // The control plane must start with its audit log on: run again with
         // the variable set (environment changes in-process are unsafe).
@@ -161,6 +177,9 @@ async fn start(namespace: &str, registry: &str, nats: &str) -> olm_e2e::harness:
     )
     .await
 }
+
+#[path = "install/vs_upstream.rs"]
+mod vs_upstream;
 
 /// Waits until every CSV named is Succeeded.
 async fn wait_succeeded(client: &kube::Client, namespace: &str, names: &[String]) {

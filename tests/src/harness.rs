@@ -429,6 +429,16 @@ pub async fn serve_catalog(bundle: &RegistryBundle, image: &str) -> ServedCatalo
 /// A catalog of `bundles` (CSV metadata only), each package with one
 /// `stable` channel holding its bundles in the order given.
 pub async fn serve_bundles(bundles: &[(&RegistryBundle, &str)]) -> ServedCatalog {
+    serve_bundles_as(bundles, Payload::CsvMetadata).await
+}
+
+/// [`serve_bundles`] with each bundle's content in the catalog as
+/// `payload` says: [`Payload::BundleObjects`] carries every manifest, so
+/// nothing needs unpacking from the image.
+pub async fn serve_bundles_as(
+    bundles: &[(&RegistryBundle, &str)],
+    payload: Payload,
+) -> ServedCatalog {
     let mut packages: Vec<&str> = Vec::new();
     for (bundle, _) in bundles {
         if !packages.contains(&bundle.package.as_str()) {
@@ -457,21 +467,29 @@ pub async fn serve_bundles(bundles: &[(&RegistryBundle, &str)]) -> ServedCatalog
     }
     for (bundle, image) in bundles {
         documents.push(
-            serde_json::to_value(bundle.to_fbc_bundle(image, Payload::CsvMetadata))
+            serde_json::to_value(bundle.to_fbc_bundle(image, payload))
                 .unwrap_or_else(|err| panic!("fbc: {err}")),
         );
     }
-    serve_documents(&documents).await
+    serve_any_documents(&documents).await
 }
 
-/// A catalog of the given FBC documents.
+/// A catalog of the given FBC documents, which must not carry manifests
+/// (`olm.bundle.object`): tests install from the bundle images.
 pub async fn serve_documents(documents: &[Value]) -> ServedCatalog {
-    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("tempdir: {err}"));
-    let text: String = documents.iter().map(|d| format!("{d}\n")).collect();
     assert!(
-        !text.contains("olm.bundle.object"),
+        !documents
+            .iter()
+            .any(|d| d.to_string().contains("olm.bundle.object")),
         "the catalog must not carry the objects"
     );
+    serve_any_documents(documents).await
+}
+
+/// [`serve_documents`] without the check.
+async fn serve_any_documents(documents: &[Value]) -> ServedCatalog {
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("tempdir: {err}"));
+    let text: String = documents.iter().map(|d| format!("{d}\n")).collect();
     std::fs::write(dir.path().join("catalog.json"), text).unwrap_or_else(|err| panic!("{err}"));
     let index =
         olm_registry::CatalogIndex::build(dir.path(), &olm_registry::IndexOptions::default())
@@ -971,6 +989,11 @@ impl ServiceProcess {
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The log file.

@@ -76,9 +76,8 @@ enum Task {
         /// List the scenarios and the bench targets they run.
         #[arg(long)]
         list: bool,
-        /// Run ours and upstream's alternately on the same input
-        /// (crates/opm/benches/vs_upstream.rs), building upstream's
-        /// binaries first.
+        /// Run ours and upstream's alternately on the same input, building
+        /// upstream's binaries first (`--list` names the bench targets).
         #[arg(long)]
         vs_upstream: bool,
         /// Extra arguments passed to the bench binary.
@@ -271,36 +270,87 @@ struct VsUpstream {
     what: &'static str,
     /// Upstream's binaries it runs.
     needs: &'static [&'static upstream::Upstream],
+    /// The package and bench target that run it, and the arguments that
+    /// select it.
+    package: &'static str,
+    bench: &'static str,
+    args: &'static [&'static str],
+    /// Whether it runs on the test control plane (`cargo xtask envtest`).
+    cluster: bool,
 }
 
-/// Every side-by-side scenario; `crates/opm/benches/vs_upstream.rs` runs them.
+/// Every side-by-side scenario: the single-process ones run in
+/// `crates/opm/benches/vs_upstream.rs`, the ones on a control plane in the
+/// bench of the service they measure.
 const VS_UPSTREAM: &[VsUpstream] = &[
     VsUpstream {
         name: "catalog",
         what: "opm serve: spawn to first ListPackages, peak RSS, GetPackage and GetBundleForChannel latency on one connection; the corpus catalogs and a generated one (upstream with and without its pre-built cache)",
         needs: &[&upstream::OPM],
+        package: "opm",
+        bench: "vs_upstream",
+        args: &["--scenario=catalog"],
+        cluster: false,
     },
     VsUpstream {
         name: "render",
         what: "opm render of the same catalogs: wall time and peak RSS",
         needs: &[&upstream::OPM],
+        package: "opm",
+        bench: "vs_upstream",
+        args: &["--scenario=render"],
+        cluster: false,
     },
     VsUpstream {
         name: "validate",
         what: "opm validate of the same catalogs: wall time and peak RSS",
         needs: &[&upstream::OPM],
+        package: "opm",
+        bench: "vs_upstream",
+        args: &["--scenario=validate"],
+        cluster: false,
     },
     VsUpstream {
         name: "resolve",
         what: "the resolver: the same Subscriptions against the same catalogs (a real one; three generated ones of 20,000 entries with requirement chains), load and resolve times, decisions compared",
         needs: &[&upstream::OLM_RESOLVER],
+        package: "opm",
+        bench: "vs_upstream",
+        args: &["--scenario=resolve"],
+        cluster: false,
+    },
+    VsUpstream {
+        name: "install",
+        what: "Subscription -> CSV Succeeded with catalog-operator and olm-operator run as processes against a fresh control plane per run (bundle content in the catalog, so no unpacking): p50/p90 of sequential installs, N at once, API requests per install from the audit log, the operators' peak RSS",
+        needs: &[&upstream::OLM_OPERATOR, &upstream::OLM_CATALOG],
+        package: "olm-e2e",
+        bench: "install",
+        args: &["--vs-upstream"],
+        cluster: true,
+    },
+    VsUpstream {
+        name: "scale",
+        what: "olm-operator at 1,000 namespaces with 10 AllNamespaces operators, on a fresh control plane per run: time and CPU seconds to converge (every copy written), API writes (audit log), peak RSS, disableCopiedCSVs",
+        needs: &[&upstream::OLM_OPERATOR],
+        package: "olm-operator",
+        bench: "scale",
+        args: &["--vs-upstream"],
+        cluster: true,
     },
 ];
 
 fn bench_vs_upstream(scenario: Option<&str>, list: bool, args: &[String]) -> Result<()> {
     if list {
         for s in VS_UPSTREAM {
-            println!("{:<14} {}", s.name, s.what);
+            println!(
+                "{:<14} cargo bench -p {} --bench {} -- {}\n{:<14} {}",
+                s.name,
+                s.package,
+                s.bench,
+                s.args.join(" "),
+                "",
+                s.what
+            );
         }
         return Ok(());
     }
@@ -317,26 +367,36 @@ fn bench_vs_upstream(scenario: Option<&str>, list: bool, args: &[String]) -> Res
         };
         vec![s]
     };
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut command = Command::new(cargo);
-    command.current_dir(workspace_root()).args([
-        "bench",
-        "-p",
-        "opm",
-        "--bench",
-        "vs_upstream",
-        "--",
-    ]);
-    for s in &scenarios {
-        for needed in s.needs {
-            let path = upstream::install(needed, false)?;
-            command.env(needed.env, path);
-        }
-        command.arg(format!("--scenario={}", s.name));
+    if scenarios.iter().any(|s| s.cluster) {
+        envtest::install(&envtest::EnvtestArgs::default())?;
     }
-    let status = command.args(args).status().context("running cargo bench")?;
-    if !status.success() {
-        bail!("bench --vs-upstream {name} failed ({status})");
+    // One `cargo bench` per bench target, its scenarios' arguments together.
+    let mut targets: Vec<(&str, &str)> = Vec::new();
+    for s in &scenarios {
+        if !targets.contains(&(s.package, s.bench)) {
+            targets.push((s.package, s.bench));
+        }
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    for (package, bench) in targets {
+        let mut command = Command::new(&cargo);
+        command
+            .current_dir(workspace_root())
+            .args(["bench", "-p", package, "--bench", bench, "--"]);
+        for s in scenarios
+            .iter()
+            .filter(|s| (s.package, s.bench) == (package, bench))
+        {
+            for needed in s.needs {
+                let path = upstream::install(needed, false)?;
+                command.env(needed.env, path);
+            }
+            command.args(s.args);
+        }
+        let status = command.args(args).status().context("running cargo bench")?;
+        if !status.success() {
+            bail!("bench --vs-upstream {name} ({package} {bench}) failed ({status})");
+        }
     }
     Ok(())
 }
@@ -356,7 +416,7 @@ fn conformance(args: &[String]) -> Result<()> {
         "upstream",
         "--",
     ]);
-    for needed in upstream::ALL {
+    for needed in upstream::CONFORMANCE {
         command.env(needed.env, upstream::install(needed, false)?);
     }
     // Without upstream's binaries these tests skip; here they must run.

@@ -93,8 +93,60 @@ pub(crate) const OLM_RBAC: Upstream = Upstream {
     env: "OLM_UPSTREAM_RBAC",
 };
 
+/// One of OLM v0.46.0's own commands (`cmd/olm`, `cmd/catalog`,
+/// `cmd/package-server`), built as upstream's Makefile builds it (cgo off,
+/// tag `json1`), in the resolver harness's module, whose build list pins
+/// OLM. The side-by-side install, scale and packageserver scenarios run
+/// them out of cluster against the test control plane.
+const fn olm_command(name: &'static str, package: &'static str, env: &'static str) -> Upstream {
+    Upstream {
+        name,
+        module: "xtask/upstream/resolver",
+        package,
+        pins: "github.com/operator-framework/operator-lifecycle-manager",
+        version: assets::UPSTREAM_OLM_VERSION,
+        tags: "json1",
+        version_var: Some(
+            "github.com/operator-framework/operator-lifecycle-manager/pkg/version.OLMVersion",
+        ),
+        cgo: false,
+        env,
+    }
+}
+
+/// Upstream's olm-operator.
+pub(crate) const OLM_OPERATOR: Upstream = olm_command(
+    "olm-upstream",
+    "github.com/operator-framework/operator-lifecycle-manager/cmd/olm",
+    "OLM_UPSTREAM_OLM",
+);
+
+/// Upstream's catalog-operator.
+pub(crate) const OLM_CATALOG: Upstream = olm_command(
+    "catalog-upstream",
+    "github.com/operator-framework/operator-lifecycle-manager/cmd/catalog",
+    "OLM_UPSTREAM_CATALOG",
+);
+
+/// Upstream's packageserver.
+pub(crate) const OLM_PACKAGESERVER: Upstream = olm_command(
+    "package-server-upstream",
+    "github.com/operator-framework/operator-lifecycle-manager/cmd/package-server",
+    "OLM_UPSTREAM_PACKAGESERVER",
+);
+
+/// What `cargo xtask conformance` compares against.
+pub(crate) const CONFORMANCE: &[&Upstream] = &[&OPM, &OLM_RESOLVER, &OLM_RBAC];
+
 /// Every upstream binary `cargo xtask upstream` builds.
-pub(crate) const ALL: &[&Upstream] = &[&OPM, &OLM_RESOLVER, &OLM_RBAC];
+pub(crate) const ALL: &[&Upstream] = &[
+    &OPM,
+    &OLM_RESOLVER,
+    &OLM_RBAC,
+    &OLM_OPERATOR,
+    &OLM_CATALOG,
+    &OLM_PACKAGESERVER,
+];
 
 impl Upstream {
     /// Where the build of this version lives.

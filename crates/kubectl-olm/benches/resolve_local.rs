@@ -46,6 +46,7 @@ use olm_registry::{CatalogIndex, IndexOptions, resolver_input};
 use olm_resolver::{
     CatalogKey, CatalogSnapshot, NamespaceState, ResolveRequest, Subscription, resolve,
 };
+use olm_testkit::side_by_side;
 
 const ROLE_ENV: &str = "OLM_BENCH_ROLE";
 const DIR_ENV: &str = "OLM_BENCH_CATALOG";
@@ -220,17 +221,6 @@ fn size_of(dir: &Path) -> (u64, usize) {
     (bytes, files)
 }
 
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        f64::midpoint(sorted[n / 2 - 1], sorted[n / 2])
-    }
-}
-
 /// A child process whose peak RSS is sampled while it runs.
 struct Watched {
     child: Child,
@@ -254,13 +244,7 @@ impl Watched {
     }
 
     fn sample(&mut self) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        if let Some(kib) = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
+        if let Some(kib) = side_by_side::peak_rss_kib(self.child.id()) {
             self.peak_kib = self.peak_kib.max(kib);
         }
     }
@@ -381,25 +365,28 @@ fn parent_main() {
     );
     for (way, f) in &figures {
         let (read, snapshot) = way.steps();
-        let read_ms = median(&f.read_ms);
-        let load_ms = median(&f.load_ms);
+        let read_ms = side_by_side::median(&f.read_ms);
+        let load_ms = side_by_side::median(&f.load_ms);
         println!(
             "   {:<48} {load_ms:>9.1} {:>10.2} {:>9.1} {:>10.1}",
             format!("{read} + {snapshot}"),
-            median(&f.resolve_ms),
-            median(&f.wall_ms),
-            median(&f.peak_mib)
+            side_by_side::median(&f.resolve_ms),
+            side_by_side::median(&f.wall_ms),
+            side_by_side::median(&f.peak_mib)
         );
         println!("     {read:<46} {read_ms:>9.1}");
-        println!("     {snapshot:<46} {:>9.1}", median(&f.snapshot_ms));
+        println!(
+            "     {snapshot:<46} {:>9.1}",
+            side_by_side::median(&f.snapshot_ms)
+        );
     }
     println!(
         "   {:<48} {:>9} {:>10} {:>9.1} {:>10.1}",
         "kubectl-olm resolve (the command)",
         "",
         "",
-        median(&command_figures.wall_ms),
-        median(&command_figures.peak_mib)
+        side_by_side::median(&command_figures.wall_ms),
+        side_by_side::median(&command_figures.peak_mib)
     );
 }
 

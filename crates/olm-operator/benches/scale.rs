@@ -18,6 +18,14 @@
 //! Targets (issue 5): RSS under 150 MiB, each copy written once, zero copies
 //! with `disableCopiedCSVs`.
 //!
+//! `cargo xtask bench --vs-upstream scale` runs the same with upstream OLM's
+//! olm-operator (`OLM_UPSTREAM_OLM`) too: each run is a child process of
+//! this bench (`--one=ours|upstream`) on a fresh control plane with an
+//! audit log, alternating who goes first (`OLM_BENCH_SCALE_RUNS`, default
+//! 1), and API writes are counted from the audit log by User-Agent for
+//! both. The bench creates each operator's ServiceAccount and Role, as an
+//! InstallPlan would have: upstream requires them before it installs.
+//!
 //! While the binary runs, its RSS, thread count and copy writes are sampled
 //! every [`SAMPLE_EVERY`] and printed as a timeline, so a peak can be matched
 //! with what the operator was doing at the time.
@@ -42,6 +50,7 @@ use kube::{
     core::PartialObjectMeta,
 };
 use olm_api::{csv::ClusterServiceVersion, olm_config::OLMConfig, operator_group::OperatorGroup};
+use olm_testkit::side_by_side;
 use serde_json::json;
 
 /// How long convergence may take before the bench gives up.
@@ -66,13 +75,10 @@ fn env_count(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 struct Process {
     child: Child,
-    metrics_url: String,
+    /// Ours serves metrics; upstream's run has none to read here.
+    metrics_url: Option<String>,
 }
 
 /// One sample of the timeline.
@@ -94,21 +100,23 @@ struct Timeline {
 }
 
 impl Timeline {
-    fn start(pid: u32, metrics_url: String) -> Self {
+    fn start(pid: u32, metrics_url: Option<String>) -> Self {
         let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let started = Instant::now();
         let sink = samples.clone();
         let task = tokio::spawn(async move {
-            let process = ProcStatus(pid);
             loop {
-                let copy_writes = sum(
-                    &parse_metrics(&reqwest_free_get(&metrics_url).await),
-                    "olm_operator_copied_csv_writes_total",
-                );
+                let copy_writes = match &metrics_url {
+                    Some(url) => sum(
+                        &parse_metrics(&reqwest_free_get(url).await),
+                        "olm_operator_copied_csv_writes_total",
+                    ),
+                    None => 0.0,
+                };
                 let sample = Sample {
                     at: started.elapsed().as_secs_f64(),
-                    rss_mib: process.field("VmRSS:") as f64 / 1024.0,
-                    threads: process.field("Threads:"),
+                    rss_mib: side_by_side::rss_kib(pid).unwrap_or(0) as f64 / 1024.0,
+                    threads: side_by_side::proc_status(pid, "Threads:").unwrap_or(0),
                     copy_writes,
                 };
                 sink.lock().unwrap().push(sample);
@@ -156,20 +164,6 @@ impl Timeline {
     }
 }
 
-/// Fields of `/proc/<pid>/status`.
-struct ProcStatus(u32);
-
-impl ProcStatus {
-    fn field(&self, field: &str) -> u64 {
-        let text = std::fs::read_to_string(format!("/proc/{}/status", self.0)).unwrap_or_default();
-        text.lines()
-            .find(|l| l.starts_with(field))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    }
-}
-
 fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
@@ -189,37 +183,29 @@ impl Drop for Process {
 
 impl Process {
     fn proc_status(&self, field: &str) -> u64 {
-        ProcStatus(self.child.id()).field(field)
+        side_by_side::proc_status(self.child.id(), field).unwrap_or(0)
     }
 
     /// Peak and current RSS in MiB.
     fn rss_mib(&self) -> (f64, f64) {
+        let pid = self.child.id();
+        let mib = |kib: Option<u64>| kib.unwrap_or(0) as f64 / 1024.0;
         (
-            self.proc_status("VmHWM:") as f64 / 1024.0,
-            self.proc_status("VmRSS:") as f64 / 1024.0,
+            mib(side_by_side::peak_rss_kib(pid)),
+            mib(side_by_side::rss_kib(pid)),
         )
     }
 
     /// User plus system CPU seconds.
     fn cpu_seconds(&self) -> f64 {
-        let text =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the command name (which is in parentheses).
-        let rest = text.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        // utime and stime are fields 14 and 15 of the whole line, 12 and 13
-        // after the command name.
-        (ticks(11) + ticks(12)) / 100.0
+        side_by_side::cpu_seconds(self.child.id()).unwrap_or(0.0)
     }
 
     async fn metrics(&self) -> BTreeMap<String, f64> {
-        parse_metrics(&reqwest_free_get(&self.metrics_url).await)
+        match &self.metrics_url {
+            Some(url) => parse_metrics(&reqwest_free_get(url).await),
+            None => BTreeMap::new(),
+        }
     }
 }
 
@@ -256,9 +242,13 @@ fn sum(metrics: &BTreeMap<String, f64>, prefix: &str) -> f64 {
         .sum()
 }
 
+fn operator_csv_name(index: usize) -> String {
+    format!("scale-operator-{index}.v1.0.0")
+}
+
 fn operator_csv(namespace: &str, index: usize) -> serde_json::Value {
     let group = format!("scale{index}.example.test");
-    let name = format!("scale-operator-{index}.v1.0.0");
+    let name = operator_csv_name(index);
     json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
@@ -364,14 +354,94 @@ where
     started.elapsed()
 }
 
-#[tokio::main]
-async fn main() {
+/// The olm-operator a run measures.
+enum Operator {
+    /// This package's binary.
+    Ours,
+    /// Upstream OLM's, built by `cargo xtask upstream`.
+    Upstream(PathBuf),
+}
+
+impl Operator {
+    /// The start of the User-Agent its API requests carry: ours names
+    /// itself; upstream's client-go uses its binary's file name.
+    fn user_agent_prefix(&self) -> String {
+        match self {
+            Self::Ours => "olm-operator/".to_owned(),
+            Self::Upstream(path) => path
+                .file_name()
+                .map(|n| format!("{}/", n.to_string_lossy()))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--vs-upstream") {
+        vs_upstream();
+        return;
+    }
+    let one = args.iter().find_map(|a| a.strip_prefix("--one="));
+    let operator = match one {
+        None | Some(side_by_side::OURS) => Operator::Ours,
+        Some(side_by_side::UPSTREAM) => Operator::Upstream(
+            std::env::var_os("OLM_UPSTREAM_OLM")
+                .map(PathBuf::from)
+                .expect("OLM_UPSTREAM_OLM names upstream's olm-operator"),
+        ),
+        Some(other) => panic!("--one={other}: ours or upstream"),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let figures = runtime.block_on(measure(&operator, one.is_some()));
+    if one.is_some() {
+        figures.print();
+    }
+}
+
+/// `cargo xtask bench --vs-upstream scale`: ours and upstream's, each on a
+/// fresh control plane (a child process per run), alternating.
+fn vs_upstream() {
+    assert!(
+        std::env::var_os("OLM_UPSTREAM_OLM").is_some(),
+        "OLM_UPSTREAM_OLM is not set: run `cargo xtask bench --vs-upstream scale`, which builds upstream's olm-operator"
+    );
+    let namespaces = env_count("OLM_SCALE_NAMESPACES", 1000);
+    let operators = env_count("OLM_SCALE_OPERATORS", 10);
+    let runs = env_count("OLM_BENCH_SCALE_RUNS", 1).max(1);
+    let input = format!("{namespaces} ns, {operators} ops");
+    let rows =
+        side_by_side::run_alternating("scale", &input, runs, &[(olm_testkit::AUDIT_ENV, "1")]);
+    let out = side_by_side::out_dir();
+    std::fs::create_dir_all(&out).unwrap();
+    side_by_side::report(
+        &rows,
+        &out,
+        &[format!(
+            "OLM v{}",
+            olm_testkit::assets::UPSTREAM_OLM_VERSION
+        )],
+        runs,
+    );
+}
+
+/// One run: the cluster set up, `operator` started, the CSVs created, and
+/// convergence, idleness and `disableCopiedCSVs` measured. With `audited`
+/// (the control plane keeps an audit log), API writes are counted from the
+/// log by the operator's User-Agent, the same way for both
+/// implementations; otherwise from our binary's own metrics.
+async fn measure(operator: &Operator, audited: bool) -> side_by_side::Figures {
     let namespace_count = env_count("OLM_SCALE_NAMESPACES", 1000);
     let operator_count = env_count("OLM_SCALE_OPERATORS", 10);
     println!("scale: {namespace_count} namespaces, {operator_count} AllNamespaces operators");
 
     let plane = olm_testkit::control_plane();
-    plane.install_crds(&workspace_root().join("deploy/crds"));
+    // OLM's own CRDs, as upstream ships them (its olm-operator cannot run
+    // with our OperatorHub CRD installed).
+    olm_testkit::operators_crds_installed();
     let client = plane.client().await;
 
     let started = Instant::now();
@@ -403,6 +473,7 @@ async fn main() {
             .await
             .unwrap();
         create_crd(&client, index).await;
+        create_service_account(&client, &namespace, &operator_csv_name(index)).await;
         let group: OperatorGroup = serde_json::from_value(json!({
             "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
             "metadata": { "name": "global", "namespace": namespace }, "spec": {}
@@ -425,8 +496,8 @@ async fn main() {
     );
 
     let port = free_port();
-    let mut process = Process {
-        child: Command::new(env!("CARGO_BIN_EXE_olm-operator"))
+    let child = match operator {
+        Operator::Ours => Command::new(env!("CARGO_BIN_EXE_olm-operator"))
             .arg("--kubeconfig")
             .arg(plane.kubeconfig_path())
             .args(["--admin-bind-address", &format!("127.0.0.1:{port}")])
@@ -435,8 +506,33 @@ async fn main() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
-        metrics_url: format!("http://127.0.0.1:{port}/metrics"),
+        // Out of cluster, as upstream's own e2e runs it: the kubeconfig
+        // from the environment, no ClusterOperator status.
+        Operator::Upstream(path) => {
+            let log = side_by_side::out_dir().join("scale-upstream-olm.log");
+            std::fs::create_dir_all(side_by_side::out_dir()).unwrap();
+            println!("upstream's log: {}", log.display());
+            Command::new(path)
+                .env("KUBECONFIG", plane.kubeconfig_path())
+                .args(["--writeStatusName=", "--writePackageServerStatusName="])
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap()
+        }
     };
+    let metrics_url =
+        matches!(operator, Operator::Ours).then(|| format!("http://127.0.0.1:{port}/metrics"));
+    let mut process = Process { child, metrics_url };
+    let agent = operator.user_agent_prefix();
+    let mut audit = audited.then(|| {
+        olm_testkit::audit::AuditLog::from_end(
+            &plane
+                .audit_log()
+                .expect("the control plane keeps an audit log"),
+        )
+        .unwrap()
+    });
     let mut timeline = Timeline::start(process.child.id(), process.metrics_url.clone());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (_, idle_rss) = process.rss_mib();
@@ -444,6 +540,13 @@ async fn main() {
     println!(
         "olm-operator idle with {total_namespaces} namespaces: RSS {idle_rss:.1} MiB, {idle_cpu:.2} CPU s"
     );
+    let mut figures = side_by_side::Figures::default();
+    figures.add("RSS idle, before the CSVs", "MiB", idle_rss);
+    // Writes from start-up (before the CSVs) are not the convergence's.
+    let mut startup_writes = 0.0;
+    if let Some(audit) = audit.as_mut() {
+        startup_writes = writes_by(&audit.read_new().unwrap(), &agent);
+    }
 
     let csv_started = Instant::now();
     timeline.mark("CSVs created");
@@ -467,7 +570,16 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cpu = process.cpu_seconds() - idle_cpu;
     let metrics = process.metrics().await;
-    let writes = sum(&metrics, "olm_operator_api_writes_total");
+    let mut writes = sum(&metrics, "olm_operator_api_writes_total");
+    if let Some(audit) = audit.as_mut() {
+        let requests = audit.read_new().unwrap();
+        print_top_agents(&requests);
+        let audited_writes = writes_by(&requests, &agent);
+        if process.metrics_url.is_some() {
+            println!("API writes: {writes} by the metrics, {audited_writes} in the audit log");
+        }
+        writes = audited_writes;
+    }
     let copy_writes = sum(&metrics, "olm_operator_copied_csv_writes_total");
     let (peak, now) = process.rss_mib();
     println!(
@@ -475,7 +587,7 @@ async fn main() {
         converged.as_secs_f64(),
     );
     println!(
-        "API writes: {writes} total ({:.2} per copy); copied CSV writes: {copy_writes} ({:.2} per copy)",
+        "API writes: {writes} total ({:.2} per copy); copied CSV writes: {copy_writes} ({:.2} per copy); {startup_writes} at start-up",
         writes / expected_copies as f64,
         copy_writes / expected_copies as f64
     );
@@ -486,13 +598,23 @@ async fn main() {
         println!("  {name} {value}");
     }
     println!("RSS: peak {peak:.1} MiB, now {now:.1} MiB (target < 150 MiB)");
+    figures.add("time to converge", "s", converged.as_secs_f64());
+    figures.add("CPU seconds to converge", "s", cpu);
+    figures.add("API writes to converge", "writes", writes);
+    figures.add("peak RSS", "MiB", peak);
 
     tokio::time::sleep(IDLE_PERIOD).await;
     let after = process.metrics().await;
+    let idle_writes = match audit.as_mut() {
+        Some(audit) => writes_by(&audit.read_new().unwrap(), &agent),
+        None => {
+            sum(&after, "olm_operator_api_writes_total")
+                - sum(&metrics, "olm_operator_api_writes_total")
+        }
+    };
     println!(
-        "idle {} s: {} API writes, {} copied CSV writes",
+        "idle {} s: {idle_writes} API writes, {} copied CSV writes",
         IDLE_PERIOD.as_secs(),
-        sum(&after, "olm_operator_api_writes_total") - writes,
         sum(&after, "olm_operator_copied_csv_writes_total") - copy_writes
     );
 
@@ -515,19 +637,123 @@ async fn main() {
         count_copies(&client).await == 0
     })
     .await;
+    let disabled = disable_started.elapsed();
     timeline.mark("no copy left");
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (peak, now) = process.rss_mib();
     let final_metrics = process.metrics().await;
+    let disable_writes = match audit.as_mut() {
+        Some(audit) => writes_by(&audit.read_new().unwrap(), &agent),
+        None => {
+            sum(&final_metrics, "olm_operator_api_writes_total")
+                - sum(&after, "olm_operator_api_writes_total")
+        }
+    };
     println!(
-        "disableCopiedCSVs: {} copies left after {:.1} s, {:.1} CPU s, {} API writes; RSS peak {peak:.1} MiB, now {now:.1} MiB",
+        "disableCopiedCSVs: {} copies left after {:.1} s, {:.1} CPU s, {disable_writes} API writes; RSS peak {peak:.1} MiB, now {now:.1} MiB",
         count_copies(&client).await,
-        disable_started.elapsed().as_secs_f64() - 3.0,
+        disabled.as_secs_f64(),
         process.cpu_seconds() - cpu_before,
-        sum(&final_metrics, "olm_operator_api_writes_total")
-            - sum(&after, "olm_operator_api_writes_total"),
     );
-    println!("threads: {}", process.proc_status("Threads:"));
+    figures.add(
+        "disableCopiedCSVs: time to no copy",
+        "s",
+        disabled.as_secs_f64(),
+    );
+    figures.add("disableCopiedCSVs: API writes", "writes", disable_writes);
+    println!(
+        "threads: {}; RSS now {:.1} MiB anonymous, {:.1} MiB file-backed (the binary's pages)",
+        process.proc_status("Threads:"),
+        process.proc_status("RssAnon:") as f64 / 1024.0,
+        process.proc_status("RssFile:") as f64 / 1024.0,
+    );
     timeline.print();
     let _ = process.child.kill();
+    figures
+}
+
+/// Writes (create, update, patch, delete) by clients whose User-Agent
+/// starts with `agent`.
+fn writes_by(requests: &[olm_testkit::audit::Request], agent: &str) -> f64 {
+    requests
+        .iter()
+        .filter(|r| r.user_agent.starts_with(agent))
+        .filter(|r| {
+            matches!(
+                r.verb.as_str(),
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        })
+        .count() as f64
+}
+
+/// The clients that made the most requests, so a User-Agent that does not
+/// match what [`writes_by`] looks for shows.
+fn print_top_agents(requests: &[olm_testkit::audit::Request]) {
+    let by_agent = olm_testkit::audit::count_by(requests, |r| {
+        r.user_agent
+            .split(' ')
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    let mut top: Vec<_> = by_agent.into_iter().collect();
+    top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    println!("requests by client while converging:");
+    for (agent, n) in top.iter().take(6) {
+        println!("  {n:>7}  {agent}");
+    }
+}
+
+/// The operator's ServiceAccount with the namespaced rules its CSV asks
+/// for, as an InstallPlan would have created them: upstream's olm-operator
+/// reports a CSV whose ServiceAccount is missing as RequirementsNotMet.
+async fn create_service_account(client: &Client, namespace: &str, csv: &str) {
+    // The labels an InstallPlan's RBAC carries: upstream finds the roles to
+    // widen for an AllNamespaces group by them.
+    let owner = json!({
+        "olm.owner": csv, "olm.owner.namespace": namespace,
+        "olm.owner.kind": "ClusterServiceVersion",
+    });
+    let post = |kind: &str, api_version: &str, body: serde_json::Value| {
+        let client = client.clone();
+        let namespace = namespace.to_owned();
+        let (kind, api_version) = (kind.to_owned(), api_version.to_owned());
+        async move {
+            let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+            let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
+            let resource = kube::api::ApiResource::from_gvk(&gvk);
+            let api: Api<kube::api::DynamicObject> =
+                Api::namespaced_with(client, &namespace, &resource);
+            let object: kube::api::DynamicObject = serde_json::from_value(body).unwrap();
+            api.create(&PostParams::default(), &object).await.unwrap();
+        }
+    };
+    post(
+        "ServiceAccount",
+        "v1",
+        json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "scale-operator" } }),
+    )
+    .await;
+    post(
+        "Role",
+        "rbac.authorization.k8s.io/v1",
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": "scale-operator", "labels": owner },
+            "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"] }]
+        }),
+    )
+    .await;
+    post(
+        "RoleBinding",
+        "rbac.authorization.k8s.io/v1",
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": "scale-operator", "labels": owner },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scale-operator" },
+            "subjects": [{ "kind": "ServiceAccount", "name": "scale-operator", "namespace": namespace }]
+        }),
+    )
+    .await;
 }

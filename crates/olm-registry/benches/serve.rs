@@ -111,13 +111,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    olm_testkit::side_by_side::proc_status(pid, field).unwrap_or(0)
 }
 
 fn mib(kib: u64) -> f64 {

@@ -122,14 +122,7 @@ fn catalog(name: &str, priority: i32, first: usize, packages: usize, seed: u64) 
 }
 
 fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+    olm_testkit::side_by_side::peak_rss_kib(std::process::id())
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

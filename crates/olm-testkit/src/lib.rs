@@ -10,6 +10,10 @@
 //! under a small guardian process that stops it when the test process exits,
 //! however it exits, so a panicking or aborted test leaves nothing behind.
 //!
+//! [`side_by_side`] is the benches' common ground for figures of ours and
+//! upstream's: rows of runs, the report and chart of `cargo xtask bench
+//! --vs-upstream`, and a process's peak RSS and CPU time.
+//!
 //! This crate is for tests and development only. It must not depend on any
 //! other crate of ours, so that every crate can use it.
 
@@ -24,6 +28,7 @@ pub mod node;
 mod pki;
 mod process;
 pub mod registry;
+pub mod side_by_side;
 pub mod synthetic_catalog;
 mod testdata;
 pub mod upstream_resolver;
@@ -38,4 +43,4 @@ pub use crds::{install_open_crd, open_crd};
 pub use error::Error;
 pub use process::Supervised;
 pub use testdata::testdata;
-pub use wait::{eventually, olm_crds_installed};
+pub use wait::{eventually, olm_crds_installed, operators_crds_installed};

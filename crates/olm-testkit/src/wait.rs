@@ -47,6 +47,31 @@ pub async fn olm_crds_installed() {
         .await;
 }
 
+/// Applies only the `operators.coreos.com` CRDs of `deploy/crds`, the set
+/// upstream OLM ships, to the shared control plane, and waits until they
+/// are Established. For runs of upstream's own operators: with any
+/// `config.openshift.io` CRD present (our OperatorHub), upstream's
+/// olm-operator takes the cluster for OpenShift, waits for a Proxy
+/// informer that can never sync, and exits.
+pub fn operators_crds_installed() {
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("a temporary folder: {err}"));
+    let entries = std::fs::read_dir(olm_crds_dir())
+        .unwrap_or_else(|err| panic!("{}: {err}", olm_crds_dir().display()));
+    for entry in entries {
+        let path = entry
+            .unwrap_or_else(|err| panic!("{}: {err}", olm_crds_dir().display()))
+            .path();
+        let Some(name) = path.file_name() else {
+            continue;
+        };
+        if name.to_string_lossy().starts_with("operators.coreos.com_") {
+            std::fs::copy(&path, dir.path().join(name))
+                .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        }
+    }
+    crate::control_plane().install_crds(dir.path());
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -42,10 +42,9 @@ use std::{
 };
 
 use olm_registry::{ClientOptions, RegistryClient};
-use serde_json::json;
+use olm_testkit::side_by_side;
 
-pub(crate) const OURS: &str = "ours";
-pub(crate) const UPSTREAM: &str = "upstream";
+pub(crate) use olm_testkit::side_by_side::{OURS, Row, UPSTREAM, median};
 const UPSTREAM_CACHED: &str = "upstream, pre-built cache";
 
 fn main() {
@@ -72,7 +71,7 @@ fn main() {
     }
     let upstream = upstream.unwrap_or_default();
     let ours = PathBuf::from(env!("CARGO_BIN_EXE_opm"));
-    let out = target_dir().join("vs-upstream");
+    let out = side_by_side::out_dir();
     std::fs::create_dir_all(&out).unwrap();
     let inputs = if needs_opm { inputs(&out) } else { Vec::new() };
     let runs = env_usize("OLM_BENCH_RUNS", 3).max(1);
@@ -99,7 +98,11 @@ fn main() {
             other => panic!("unknown scenario {other}"),
         }
     }
-    report(&rows, &out, &upstream_version, runs);
+    let mut versions = Vec::new();
+    if needs_opm {
+        versions.push(upstream_version);
+    }
+    side_by_side::report(&rows, &out, &versions, runs);
 }
 
 #[path = "vs_upstream/resolve.rs"]
@@ -171,64 +174,6 @@ fn describe(dir: &Path) -> String {
 
 // ------------------------------------------------------------- measuring --
 
-/// One figure of one implementation on one input, over the runs.
-pub(crate) struct Row {
-    scenario: &'static str,
-    input: String,
-    measure: &'static str,
-    unit: &'static str,
-    /// Per implementation: its name and one value per run.
-    values: Vec<(&'static str, Vec<f64>)>,
-}
-
-impl Row {
-    pub(crate) fn new(
-        scenario: &'static str,
-        input: &str,
-        measure: &'static str,
-        unit: &'static str,
-    ) -> Self {
-        Self {
-            scenario,
-            input: input.to_owned(),
-            measure,
-            unit,
-            values: Vec::new(),
-        }
-    }
-
-    pub(crate) fn push(&mut self, who: &'static str, value: f64) {
-        match self.values.iter_mut().find(|(w, _)| *w == who) {
-            Some((_, values)) => values.push(value),
-            None => self.values.push((who, vec![value])),
-        }
-    }
-
-    fn median(&self, who: &str) -> Option<f64> {
-        self.values
-            .iter()
-            .find(|(w, _)| *w == who)
-            .map(|(_, v)| median(v))
-    }
-}
-
-pub(crate) fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        f64::midpoint(sorted[n / 2 - 1], sorted[n / 2])
-    }
-}
-
-fn spread(values: &[f64]) -> (f64, f64) {
-    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (min, max)
-}
-
 /// A child process whose peak RSS is sampled while it runs; killed on drop.
 /// Its stderr goes to a file (a pipe nobody reads could stall it).
 struct Watched {
@@ -253,13 +198,7 @@ impl Watched {
     }
 
     fn sample(&mut self) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        if let Some(kib) = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
+        if let Some(kib) = side_by_side::peak_rss_kib(self.child.id()) {
             self.peak_kib = self.peak_kib.max(kib);
         }
     }
@@ -527,197 +466,6 @@ async fn serve_once(
     }
 }
 
-// ---------------------------------------------------------------- report --
-
-fn report(rows: &[Row], out: &Path, upstream_version: &str, runs: usize) {
-    println!(
-        "\n{:<9} {:<11} {:<36} {:>22} {:>22} {:>22} {:>8}",
-        "scenario", "input", "measure", OURS, UPSTREAM, UPSTREAM_CACHED, "ratio"
-    );
-    let cell = |row: &Row, who: &str| -> String {
-        row.values
-            .iter()
-            .find(|(w, _)| *w == who)
-            .map_or_else(String::new, |(_, v)| {
-                let (lo, hi) = spread(v);
-                format!("{} ({}-{}) {}", fmt(median(v)), fmt(lo), fmt(hi), row.unit)
-            })
-    };
-    let mut json_rows = Vec::new();
-    for row in rows {
-        let ratio = ratio(row);
-        println!(
-            "{:<9} {:<11} {:<36} {:>22} {:>22} {:>22} {:>8} {:>8}",
-            row.scenario,
-            row.input,
-            row.measure,
-            cell(row, OURS),
-            cell(row, UPSTREAM),
-            cell(row, UPSTREAM_CACHED),
-            ratio.map_or_else(String::new, |r| format!("{r:.1}x")),
-            ratio_of(row, UPSTREAM_CACHED).map_or_else(String::new, |r| format!("{r:.1}x")),
-        );
-        let per: serde_json::Map<String, serde_json::Value> = row
-            .values
-            .iter()
-            .map(|(who, v)| {
-                let (lo, hi) = spread(v);
-                (
-                    (*who).to_owned(),
-                    json!({"median": median(v), "min": lo, "max": hi, "runs": v}),
-                )
-            })
-            .collect();
-        json_rows.push(json!({
-            "scenario": row.scenario,
-            "input": row.input,
-            "measure": row.measure,
-            "unit": row.unit,
-            "values": per,
-            "ratio_upstream_over_ours": ratio,
-            "ratio_upstream_cached_over_ours": ratio_of(row, UPSTREAM_CACHED),
-        }));
-    }
-    println!(
-        "ratio: upstream's median / ours (lower is better for every measure, so > 1 means ours is ahead); cached: the same with upstream's pre-built cache\nmachine: {}",
-        machine()
-    );
-    let results = json!({
-        "date": date(),
-        "machine": machine(),
-        "upstream": upstream_version,
-        "ours": env!("CARGO_PKG_VERSION"),
-        "runs": runs,
-        "rows": json_rows,
-    });
-    let json_path = out.join("results.json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
-    println!("wrote {}", json_path.display());
-    let png = out.join("ratios.png");
-    match chart(rows, &png) {
-        Ok(()) => println!("wrote {}", png.display()),
-        Err(why) => println!("no chart: {why}"),
-    }
-}
-
-fn ratio(row: &Row) -> Option<f64> {
-    ratio_of(row, UPSTREAM)
-}
-
-fn ratio_of(row: &Row, who: &str) -> Option<f64> {
-    let ours = row.median(OURS)?;
-    let theirs = row.median(who)?;
-    (ours > 0.0).then(|| theirs / ours)
-}
-
-fn fmt(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// A horizontal bar per measure: upstream / ours on a log scale, with a
-/// line at 1x (parity).
-fn chart(rows: &[Row], path: &Path) -> Result<(), String> {
-    use plotters::prelude::*;
-    let font = [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    ]
-    .iter()
-    .find_map(|p| std::fs::read(p).ok())
-    .ok_or("no DejaVuSans.ttf to draw text with (Debian: fonts-dejavu-core)")?;
-    plotters::style::register_font(
-        "sans-serif",
-        FontStyle::Normal,
-        Box::leak(font.into_boxed_slice()),
-    )
-    .map_err(|_| "the font could not be read")?;
-
-    let bars: Vec<(String, f64)> = rows
-        .iter()
-        .filter_map(|r| ratio(r).map(|x| (format!("{} {}: {}", r.scenario, r.input, r.measure), x)))
-        .collect();
-    if bars.is_empty() {
-        return Err("no ratios".to_owned());
-    }
-    let (width, row_height, label_width) = (1100_u32, 22_u32, 520_i32);
-    let height = 60 + row_height * bars.len() as u32 + 30;
-    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let style = ("sans-serif", 14).into_font();
-    root.draw(&Text::new(
-        "upstream / ours, median of the runs (log scale; right of the line: ours ahead)",
-        (10, 10),
-        ("sans-serif", 16).into_font(),
-    ))
-    .map_err(|e| e.to_string())?;
-    let max = bars
-        .iter()
-        .map(|(_, x)| x.log10())
-        .fold(1.0_f64, f64::max)
-        .ceil();
-    let min = bars
-        .iter()
-        .map(|(_, x)| x.log10())
-        .fold(-1.0_f64, f64::min)
-        .floor();
-    let plot_left = label_width + 10;
-    let plot_width = (width as i32 - plot_left - 60) as f64;
-    let x_of = |log: f64| plot_left + ((log - min) / (max - min) * plot_width) as i32;
-    let top = 45;
-    let bottom = top + (row_height * bars.len() as u32) as i32;
-    for decade in (min as i32)..=(max as i32) {
-        let x = x_of(f64::from(decade));
-        let color = if decade == 0 {
-            BLACK
-        } else {
-            RGBColor(200, 200, 200)
-        };
-        root.draw(&PathElement::new(vec![(x, top), (x, bottom)], color))
-            .map_err(|e| e.to_string())?;
-        let label = if decade >= 0 {
-            format!("{}x", 10_f64.powi(decade))
-        } else {
-            format!("1/{}x", 10_f64.powi(-decade))
-        };
-        root.draw(&Text::new(label, (x - 10, bottom + 6), style.clone()))
-            .map_err(|e| e.to_string())?;
-    }
-    for (i, (label, x)) in bars.iter().enumerate() {
-        let y = top + (i as u32 * row_height) as i32;
-        root.draw(&Text::new(label.clone(), (10, y + 3), style.clone()))
-            .map_err(|e| e.to_string())?;
-        let (a, b) = (x_of(0.0), x_of(x.log10()));
-        let color = if *x >= 1.0 {
-            RGBColor(46, 125, 50)
-        } else {
-            RGBColor(198, 40, 40)
-        };
-        root.draw(&Rectangle::new(
-            [
-                (a.min(b), y + 3),
-                (a.max(b).max(a.min(b) + 1), y + row_height as i32 - 3),
-            ],
-            color.filled(),
-        ))
-        .map_err(|e| e.to_string())?;
-        root.draw(&Text::new(
-            format!("{x:.1}x"),
-            (a.max(b) + 4, y + 3),
-            style.clone(),
-        ))
-        .map_err(|e| e.to_string())?;
-    }
-    root.present().map_err(|e| e.to_string())?;
-    Ok(())
-}
-
 // ----------------------------------------------------------------- misc --
 
 fn version(opm: &Path) -> String {
@@ -733,39 +481,6 @@ fn version(opm: &Path) -> String {
                 .map(|s| format!("opm {s}"))
         })
         .unwrap_or_else(|| "opm (version unknown)".to_owned())
-}
-
-fn date() -> String {
-    Command::new("date")
-        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
-}
-
-fn machine() -> String {
-    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
-    let mem = std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0.0, |kib| kib as f64 / (1024.0 * 1024.0));
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    format!(
-        "{cpus} CPUs, {mem:.0} GiB, load {}",
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    )
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-        PathBuf::from,
-    )
 }
 
 pub(crate) fn env_usize(name: &str, default: usize) -> usize {
