@@ -413,19 +413,7 @@ fn vs_upstream() {
     let operators = env_count("OLM_SCALE_OPERATORS", 10);
     let runs = env_count("OLM_BENCH_SCALE_RUNS", 1).max(1);
     let input = format!("{namespaces} ns, {operators} ops");
-    let rows =
-        side_by_side::run_alternating("scale", &input, runs, &[(olm_testkit::AUDIT_ENV, "1")]);
-    let out = side_by_side::out_dir();
-    std::fs::create_dir_all(&out).unwrap();
-    side_by_side::report(
-        &rows,
-        &out,
-        &[format!(
-            "OLM v{}",
-            olm_testkit::assets::UPSTREAM_OLM_VERSION
-        )],
-        runs,
-    );
+    side_by_side::run_on_control_planes("scale", &input, runs);
 }
 
 /// One run: the cluster set up, `operator` started, the CSVs created, and
@@ -715,45 +703,35 @@ async fn create_service_account(client: &Client, namespace: &str, csv: &str) {
         "olm.owner": csv, "olm.owner.namespace": namespace,
         "olm.owner.kind": "ClusterServiceVersion",
     });
-    let post = |kind: &str, api_version: &str, body: serde_json::Value| {
-        let client = client.clone();
-        let namespace = namespace.to_owned();
-        let (kind, api_version) = (kind.to_owned(), api_version.to_owned());
-        async move {
-            let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
-            let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
-            let resource = kube::api::ApiResource::from_gvk(&gvk);
-            let api: Api<kube::api::DynamicObject> =
-                Api::namespaced_with(client, &namespace, &resource);
-            let object: kube::api::DynamicObject = serde_json::from_value(body).unwrap();
-            api.create(&PostParams::default(), &object).await.unwrap();
-        }
-    };
-    post(
-        "ServiceAccount",
-        "v1",
+    let objects = [
         json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "scale-operator" } }),
-    )
-    .await;
-    post(
-        "Role",
-        "rbac.authorization.k8s.io/v1",
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": { "name": "scale-operator", "labels": owner },
             "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"] }]
         }),
-    )
-    .await;
-    post(
-        "RoleBinding",
-        "rbac.authorization.k8s.io/v1",
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": { "name": "scale-operator", "labels": owner },
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scale-operator" },
             "subjects": [{ "kind": "ServiceAccount", "name": "scale-operator", "namespace": namespace }]
         }),
-    )
-    .await;
+    ];
+    for body in objects {
+        let object: kube::api::DynamicObject = serde_json::from_value(body).unwrap();
+        let types = object.types.clone().expect("apiVersion and kind");
+        let (group, version) = types
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", &types.api_version));
+        let resource = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            group,
+            version,
+            &types.kind,
+        ));
+        Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+    }
 }

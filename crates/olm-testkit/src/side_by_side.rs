@@ -243,6 +243,19 @@ pub fn run_alternating(scenario: &str, input: &str, runs: usize, env: &[(&str, &
     rows
 }
 
+/// The controllers' side-by-side scenarios: [`run_alternating`] with each
+/// child's control plane keeping an audit log (requests are counted from
+/// it), then [`report`] into [`out_dir`] against upstream OLM.
+pub fn run_on_control_planes(scenario: &str, input: &str, runs: usize) {
+    let rows = run_alternating(scenario, input, runs, &[(crate::AUDIT_ENV, "1")]);
+    let out = out_dir();
+    if let Err(err) = std::fs::create_dir_all(&out) {
+        panic!("{}: {err}", out.display());
+    }
+    let versions = [format!("OLM v{}", crate::assets::UPSTREAM_OLM_VERSION)];
+    report(&rows, &out, &versions, runs);
+}
+
 /// The median of `values` (0 when empty).
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();

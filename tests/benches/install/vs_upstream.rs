@@ -54,23 +54,7 @@ pub(super) fn run() {
     }
     let runs = env_count("OLM_BENCH_INSTALL_RUNS", 3).max(1);
     let count = env_count("OLM_BENCH_INSTALLS", 20);
-    let rows = side_by_side::run_alternating(
-        "install",
-        &format!("{count} packages"),
-        runs,
-        &[(olm_testkit::AUDIT_ENV, "1")],
-    );
-    let out = side_by_side::out_dir();
-    std::fs::create_dir_all(&out).unwrap();
-    side_by_side::report(
-        &rows,
-        &out,
-        &[format!(
-            "OLM v{}",
-            olm_testkit::assets::UPSTREAM_OLM_VERSION
-        )],
-        runs,
-    );
+    side_by_side::run_on_control_planes("install", &format!("{count} packages"), runs);
 }
 
 /// One implementation's operators, running.
