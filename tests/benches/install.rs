@@ -73,10 +73,7 @@ fn main() {
 }
 
 async fn bench() {
-    let count: usize = std::env::var("OLM_BENCH_INSTALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let count = env_count("OLM_BENCH_INSTALLS", 20);
     let plane = olm_testkit::control_plane();
     olm_e2e::harness::olm_crds_installed().await;
     let client = {
@@ -137,21 +134,12 @@ async fn bench() {
     // sequential install.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let started = Instant::now();
-    let mut csvs = Vec::new();
-    let creates = published
+    let (packages, csvs): (Vec<String>, Vec<String>) = published
         .iter()
         .filter(|p| p.0.starts_with("par"))
-        .map(|(package, csv, _, _)| {
-            csvs.push(csv.clone());
-            let client = client.clone();
-            let namespace = par.name().to_owned();
-            let package = package.clone();
-            async move {
-                create_subscription(&client, &namespace, &package, "bench", None).await;
-            }
-        })
-        .collect::<Vec<_>>();
-    futures::future::join_all(creates).await;
+        .map(|(package, csv, _, _)| (package.clone(), csv.clone()))
+        .unzip();
+    subscribe_at_once(&client, par.name(), &packages).await;
     wait_succeeded(&client, par.name(), &csvs).await;
     let all_at_once = started.elapsed();
     let plans = Api::<olm_api::install_plan::InstallPlan>::namespaced(client.clone(), par.name())
@@ -269,25 +257,43 @@ fn report(
             *n as f64 / count as f64
         );
     }
-    let writes: usize = by_verb
-        .iter()
-        .filter(|(v, _)| matches!(v.as_str(), "create" | "update" | "patch" | "delete"))
-        .map(|(_, n)| n)
-        .sum();
+    let writes = ours.iter().filter(|r| r.is_write()).count();
     println!(
         "  writes {writes} ({:.1} per install)",
         writes as f64 / count as f64
     );
-    let by_resource = count_by(&ours, |r| {
+    println!("  most frequent:");
+    print_most_frequent(&ours, 25);
+}
+
+/// The `top` most frequent service/verb/resource triples of `requests`.
+fn print_most_frequent(requests: &[Request], top: usize) {
+    let by_resource = count_by(requests, |r| {
         let service = r.user_agent.split('/').next().unwrap_or_default();
         format!("{service} {} {}", r.verb, r.resource)
     });
-    let mut top: Vec<_> = by_resource.into_iter().collect();
-    top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    println!("  most frequent:");
-    for (what, n) in top.iter().take(25) {
+    let mut sorted: Vec<_> = by_resource.into_iter().collect();
+    sorted.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    for (what, n) in sorted.iter().take(top) {
         println!("    {n:>6}  {what}");
     }
+}
+
+/// Creates a Subscription to each of `packages` in `namespace`, all at
+/// once, from the catalog `bench`.
+async fn subscribe_at_once(client: &kube::Client, namespace: &str, packages: &[String]) {
+    let creates = packages.iter().map(|package| async move {
+        create_subscription(client, namespace, package, "bench", None).await;
+    });
+    futures::future::join_all(creates).await;
+}
+
+/// A count from the environment, or `default`.
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Whether a User-Agent is one of OLM's services.

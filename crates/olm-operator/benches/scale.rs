@@ -593,13 +593,7 @@ async fn measure(operator: &Operator, audited: bool) -> side_by_side::Figures {
 
     tokio::time::sleep(IDLE_PERIOD).await;
     let after = process.metrics().await;
-    let idle_writes = match audit.as_mut() {
-        Some(audit) => writes_by(&audit.read_new().unwrap(), &agent),
-        None => {
-            sum(&after, "olm_operator_api_writes_total")
-                - sum(&metrics, "olm_operator_api_writes_total")
-        }
-    };
+    let idle_writes = writes_since(audit.as_mut(), &agent, &metrics, &after);
     println!(
         "idle {} s: {idle_writes} API writes, {} copied CSV writes",
         IDLE_PERIOD.as_secs(),
@@ -630,13 +624,7 @@ async fn measure(operator: &Operator, audited: bool) -> side_by_side::Figures {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (peak, now) = process.rss_mib();
     let final_metrics = process.metrics().await;
-    let disable_writes = match audit.as_mut() {
-        Some(audit) => writes_by(&audit.read_new().unwrap(), &agent),
-        None => {
-            sum(&final_metrics, "olm_operator_api_writes_total")
-                - sum(&after, "olm_operator_api_writes_total")
-        }
-    };
+    let disable_writes = writes_since(audit.as_mut(), &agent, &after, &final_metrics);
     println!(
         "disableCopiedCSVs: {} copies left after {:.1} s, {:.1} CPU s, {disable_writes} API writes; RSS peak {peak:.1} MiB, now {now:.1} MiB",
         count_copies(&client).await,
@@ -660,18 +648,29 @@ async fn measure(operator: &Operator, audited: bool) -> side_by_side::Figures {
     figures
 }
 
-/// Writes (create, update, patch, delete) by clients whose User-Agent
-/// starts with `agent`.
+/// The operator's API writes since the last look: from the audit log (by
+/// `agent`) when there is one, else the growth of our binary's write
+/// metric from `before` to `now`.
+fn writes_since(
+    audit: Option<&mut olm_testkit::audit::AuditLog>,
+    agent: &str,
+    before: &BTreeMap<String, f64>,
+    now: &BTreeMap<String, f64>,
+) -> f64 {
+    match audit {
+        Some(audit) => writes_by(&audit.read_new().unwrap(), agent),
+        None => {
+            sum(now, "olm_operator_api_writes_total") - sum(before, "olm_operator_api_writes_total")
+        }
+    }
+}
+
+/// Writes (create, update, patch, delete, deletecollection) by clients
+/// whose User-Agent starts with `agent`.
 fn writes_by(requests: &[olm_testkit::audit::Request], agent: &str) -> f64 {
     requests
         .iter()
-        .filter(|r| r.user_agent.starts_with(agent))
-        .filter(|r| {
-            matches!(
-                r.verb.as_str(),
-                "create" | "update" | "patch" | "delete" | "deletecollection"
-            )
-        })
+        .filter(|r| r.user_agent.starts_with(agent) && r.is_write())
         .count() as f64
 }
 

@@ -133,6 +133,17 @@ pub fn parse_event(line: &str) -> Option<Request> {
     })
 }
 
+impl Request {
+    /// Whether the request changed something: a create, update, patch,
+    /// delete or deletecollection.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
+    }
+}
+
 /// Counts `requests` by a key of the caller's choosing (user agent, verb,
 /// resource, or a mix).
 pub fn count_by<K: Ord>(requests: &[Request], key: impl Fn(&Request) -> K) -> BTreeMap<K, usize> {
@@ -146,6 +157,24 @@ pub fn count_by<K: Ord>(requests: &[Request], key: impl Fn(&Request) -> K) -> BT
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_changes_are_writes() {
+        let request = |verb: &str| Request {
+            user_agent: String::new(),
+            verb: verb.into(),
+            resource: "pods".into(),
+            user: String::new(),
+            namespace: String::new(),
+            code: None,
+        };
+        for verb in ["create", "update", "patch", "delete", "deletecollection"] {
+            assert!(request(verb).is_write(), "{verb}");
+        }
+        for verb in ["get", "list", "watch", ""] {
+            assert!(!request(verb).is_write(), "{verb}");
+        }
+    }
 
     #[test]
     fn events_become_requests() {

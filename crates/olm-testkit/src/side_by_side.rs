@@ -151,16 +151,21 @@ impl Figures {
             .push((measure.to_owned(), unit.to_owned(), value));
     }
 
-    /// Prints the figures as one [`FIGURES_LINE`] line on stdout, for the
-    /// parent to read.
-    #[allow(clippy::print_stdout)]
-    pub fn print(&self) {
+    /// The figures as one [`FIGURES_LINE`] line, which [`Figures::parse`]
+    /// reads back.
+    pub fn line(&self) -> String {
         let items: Vec<Value> = self
             .values
             .iter()
             .map(|(m, u, v)| json!({"measure": m, "unit": u, "value": v}))
             .collect();
-        println!("{FIGURES_LINE}{}", Value::Array(items));
+        format!("{FIGURES_LINE}{}", Value::Array(items))
+    }
+
+    /// Prints [`Figures::line`] on stdout, for the parent to read.
+    #[allow(clippy::print_stdout)]
+    pub fn print(&self) {
+        println!("{}", self.line());
     }
 
     /// The figures of one [`FIGURES_LINE`] line, or `None` when `line` is
@@ -604,7 +609,6 @@ mod tests {
         row.push(UPSTREAM, 10.0);
         assert_eq!(row.ratio_of(UPSTREAM), Some(5.0));
         assert_eq!(row.ratio_of("nobody"), None);
-        row.push("zero", 1.0);
         let mut zero = Row::new("x", "y", "z", "s");
         zero.push(OURS, 0.0);
         zero.push(UPSTREAM, 1.0);
@@ -639,16 +643,7 @@ mod tests {
         let mut figures = Figures::default();
         figures.add("p50", "s", 1.25);
         figures.add("API requests per install", "requests", 42.0);
-        let line = format!(
-            "{FIGURES_LINE}{}",
-            Value::Array(
-                figures
-                    .values
-                    .iter()
-                    .map(|(m, u, v)| json!({"measure": m, "unit": u, "value": v}))
-                    .collect()
-            )
-        );
+        let line = figures.line();
         assert_eq!(Figures::parse(&line), Some(figures));
         assert_eq!(Figures::parse("p50 1.25 s"), None);
         assert_eq!(

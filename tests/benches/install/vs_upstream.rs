@@ -38,7 +38,7 @@ use olm_testkit::{
     side_by_side::{self, Figures, OURS, UPSTREAM},
 };
 
-use super::{BENCH_AGENT, wait_succeeded};
+use super::{BENCH_AGENT, env_count, print_most_frequent, subscribe_at_once, wait_succeeded};
 
 /// How long a CatalogSource may take to connect.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(60);
@@ -233,32 +233,15 @@ pub(super) async fn measure(who: &str) -> Figures {
         .into_iter()
         .filter(|r| operators.is_theirs(r))
         .collect();
-    let writes = requests
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.verb.as_str(),
-                "create" | "update" | "patch" | "delete" | "deletecollection"
-            )
-        })
-        .count();
+    let writes = requests.iter().filter(|r| r.is_write()).count();
 
     let started = Instant::now();
-    let csvs: Vec<String> = bundles
+    let (packages, csvs): (Vec<String>, Vec<String>) = bundles
         .iter()
         .filter(|b| b.0.starts_with("par"))
-        .map(|b| b.1.clone())
-        .collect();
-    let creates = bundles
-        .iter()
-        .filter(|b| b.0.starts_with("par"))
-        .map(|(package, ..)| {
-            let client = client.clone();
-            let namespace = par.name().to_owned();
-            let package = package.clone();
-            async move { create_subscription(&client, &namespace, &package, "bench", None).await }
-        });
-    futures::future::join_all(creates).await;
+        .map(|(package, csv, ..)| (package.clone(), csv.clone()))
+        .unzip();
+    subscribe_at_once(&client, par.name(), &packages).await;
     wait_succeeded(&client, par.name(), &csvs).await;
     let all_at_once = started.elapsed().as_secs_f64();
 
@@ -276,16 +259,7 @@ pub(super) async fn measure(who: &str) -> Figures {
         per_install(requests.len()),
         per_install(writes),
     );
-    let mut top: Vec<_> = olm_testkit::audit::count_by(&requests, |r| {
-        let service = r.user_agent.split('/').next().unwrap_or_default();
-        format!("{service} {} {}", r.verb, r.resource)
-    })
-    .into_iter()
-    .collect();
-    top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    for (what, n) in top.iter().take(12) {
-        println!("  {n:>6}  {what}");
-    }
+    print_most_frequent(&requests, 12);
 
     let mut figures = Figures::default();
     figures.add("Subscription to Succeeded p50", "s", at(0.5));
@@ -318,11 +292,4 @@ async fn wait_ready(client: &kube::Client, namespace: &str, name: &str) {
         },
     )
     .await;
-}
-
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
