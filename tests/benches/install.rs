@@ -31,7 +31,10 @@ use olm_e2e::harness::{
     BundleSpec, ServiceOptions, create_catalog, create_operator_group, create_subscription,
     delete_crds, publish, serve_bundles, start_services_with,
 };
-use olm_testkit::audit::{AuditLog, Request, count_by};
+use olm_testkit::{
+    audit::{AuditLog, Request, count_by},
+    side_by_side::env_count,
+};
 use serde_json::json;
 
 /// How long one install may take before the bench gives up.
@@ -286,14 +289,6 @@ async fn subscribe_at_once(client: &kube::Client, namespace: &str, packages: &[S
         create_subscription(client, namespace, package, "bench", None).await;
     });
     futures::future::join_all(creates).await;
-}
-
-/// A count from the environment, or `default`.
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// Whether a User-Agent is one of OLM's services.

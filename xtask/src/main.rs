@@ -337,6 +337,15 @@ const VS_UPSTREAM: &[VsUpstream] = &[
         args: &["--vs-upstream"],
         cluster: true,
     },
+    VsUpstream {
+        name: "packageserver",
+        what: "packageserver through the aggregator (two replicas in network namespaces, three catalogs of 1,000 packages), on a fresh control plane per run: time until LIST shows the catalogs, full LIST and GET p50/p99, LIST by label, catalog-update visibility, replicas' RSS and CPU (needs root)",
+        needs: &[&upstream::OLM_PACKAGESERVER],
+        package: "packageserver",
+        bench: "list",
+        args: &["--vs-upstream"],
+        cluster: true,
+    },
 ];
 
 fn bench_vs_upstream(scenario: Option<&str>, list: bool, args: &[String]) -> Result<()> {

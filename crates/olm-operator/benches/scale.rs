@@ -26,6 +26,9 @@
 //! both. The bench creates each operator's ServiceAccount and Role, as an
 //! InstallPlan would have: upstream requires them before it installs.
 //!
+//! `OLM_SCALE_WRAP` runs our binary under a profiler (`heaptrack -o
+//! /tmp/scale`, say), for where its memory goes.
+//!
 //! While the binary runs, its RSS, thread count and copy writes are sampled
 //! every [`SAMPLE_EVERY`] and printed as a timeline, so a peak can be matched
 //! with what the operator was doing at the time.
@@ -50,7 +53,7 @@ use kube::{
     core::PartialObjectMeta,
 };
 use olm_api::{csv::ClusterServiceVersion, olm_config::OLMConfig, operator_group::OperatorGroup};
-use olm_testkit::side_by_side;
+use olm_testkit::side_by_side::{self, env_count};
 use serde_json::json;
 
 /// How long convergence may take before the bench gives up.
@@ -67,13 +70,6 @@ const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// One line of the timeline is printed per this many samples.
 const SAMPLES_PER_LINE: usize = 5;
-
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 struct Process {
     child: Child,
@@ -416,6 +412,23 @@ fn vs_upstream() {
     side_by_side::run_on_control_planes("scale", &input, runs);
 }
 
+/// A command running `binary`, under the profiler `OLM_SCALE_WRAP` names
+/// when it is set (`heaptrack -o /tmp/scale`, say: a command and its
+/// arguments, split at spaces). The RSS and CPU figures are then the
+/// wrapper's, not the binary's: a wrapped run is for its profile.
+fn wrapped(binary: &str) -> Command {
+    match std::env::var("OLM_SCALE_WRAP") {
+        Ok(wrapper) if !wrapper.trim().is_empty() => {
+            let mut words = wrapper.split_whitespace();
+            let mut command = Command::new(words.next().unwrap_or_default());
+            command.args(words).arg(binary);
+            println!("running olm-operator under {wrapper:?}: RSS and CPU below are the wrapper's");
+            command
+        }
+        _ => Command::new(binary),
+    }
+}
+
 /// One run: the cluster set up, `operator` started, the CSVs created, and
 /// convergence, idleness and `disableCopiedCSVs` measured. With `audited`
 /// (the control plane keeps an audit log), API writes are counted from the
@@ -485,7 +498,7 @@ async fn measure(operator: &Operator, audited: bool) -> side_by_side::Figures {
 
     let port = free_port();
     let child = match operator {
-        Operator::Ours => Command::new(env!("CARGO_BIN_EXE_olm-operator"))
+        Operator::Ours => wrapped(env!("CARGO_BIN_EXE_olm-operator"))
             .arg("--kubeconfig")
             .arg(plane.kubeconfig_path())
             .args(["--admin-bind-address", &format!("127.0.0.1:{port}")])

@@ -560,6 +560,15 @@ fn proc_field(file: &str, field: &str) -> Option<u64> {
         .ok()
 }
 
+/// A bench's count knob: the environment variable `name` as a number, or
+/// `default` when it is unset or not a number.
+pub fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A numeric field of `/proc/<pid>/status` (`"Threads:"`, `"RssAnon:"`;
 /// sizes in KiB); `None` once the process has exited and been reaped.
 pub fn proc_status(pid: u32, field: &str) -> Option<u64> {

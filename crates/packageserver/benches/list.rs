@@ -3,7 +3,13 @@
 //! replicas' RSS, and how long a catalog update takes to show in LIST.
 //! Prints its figures; `cargo xtask bench packageserver` runs it (as root,
 //! with the control-plane binaries from `cargo xtask envtest`).
-#![allow(clippy::unwrap_used)]
+//!
+//! `cargo xtask bench --vs-upstream packageserver` runs the same with
+//! upstream OLM's packageserver (`OLM_UPSTREAM_PACKAGESERVER`) in the same
+//! deployment: each run is a child process of this bench
+//! (`--one=ours|upstream`) on a fresh control plane, alternating who goes
+//! first (`OLM_BENCH_PACKAGESERVER_RUNS`, default 3).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../tests/aggregation/harness.rs"]
@@ -15,13 +21,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use harness::{GLOBAL_NAMESPACE, TEAM_NAMESPACE, apply, harness};
+use harness::{
+    GLOBAL_NAMESPACE, Server, TEAM_NAMESPACE, apply, harness_of, write_catalog_operator_status,
+};
 use kube::{
     Api,
     api::{ListParams, Patch, PatchParams},
 };
 use olm_api::{catalog_source::CatalogSource, package_manifest::PackageManifest};
 use olm_registry::{CatalogIndex, IndexOptions, RegistryServer};
+use olm_testkit::side_by_side::{self, Figures, OURS, UPSTREAM, env_count};
 use serde_json::json;
 
 /// Catalogs served.
@@ -83,13 +92,9 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples[index]
 }
 
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
+/// Milliseconds of a duration.
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 fn main() {
@@ -101,7 +106,37 @@ fn main() {
         eprintln!("packageserver bench needs root (network namespaces); skipped");
         return;
     }
-    let h = harness();
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--vs-upstream") {
+        assert!(
+            std::env::var_os("OLM_UPSTREAM_PACKAGESERVER").is_some(),
+            "OLM_UPSTREAM_PACKAGESERVER is not set: run `cargo xtask bench --vs-upstream packageserver`, which builds upstream's packageserver"
+        );
+        let runs = env_count("OLM_BENCH_PACKAGESERVER_RUNS", 3).max(1);
+        let input = format!("{CATALOGS} catalogs x {PACKAGES} packages, 2 replicas");
+        side_by_side::run_on_control_planes("packageserver", &input, runs);
+        return;
+    }
+    let one = args.iter().find_map(|a| a.strip_prefix("--one="));
+    let server = match one {
+        None | Some(OURS) => Server::Ours,
+        Some(UPSTREAM) => Server::Upstream(
+            std::env::var_os("OLM_UPSTREAM_PACKAGESERVER")
+                .map(std::path::PathBuf::from)
+                .expect("OLM_UPSTREAM_PACKAGESERVER names upstream's packageserver"),
+        ),
+        Some(other) => panic!("--one={other}: ours or upstream"),
+    };
+    let figures = measure(&server);
+    if one.is_some() {
+        figures.print();
+    }
+}
+
+/// One run: the deployment of `server` started, the catalogs served, and
+/// LIST, GET, RSS and a catalog update measured.
+fn measure(server: &Server) -> Figures {
+    let h = harness_of(server);
     let dir = h.dir.join("bench");
     for c in 0..CATALOGS {
         write_catalog(&dir.join(format!("catalog-{c}")), c, false);
@@ -137,9 +172,20 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let pids: Vec<u32> = h.replicas.iter().filter_map(|r| r.server_pid()).collect();
+    let replicas_mib = |read: fn(u32) -> Option<u64>| -> Vec<f64> {
+        pids.iter()
+            .map(|&pid| read(pid).unwrap_or(0) as f64 / 1024.0)
+            .collect()
+    };
+    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let mut figures = Figures::default();
     runtime.block_on(async {
         let client = olm_testkit::control_plane().client().await;
         let all: Api<PackageManifest> = Api::all(client.clone());
+        let idle = replicas_mib(side_by_side::rss_kib);
+        println!("packageserver: RSS per replica with the small fixture catalogs {idle:.1?} MiB");
+        figures.add("RSS per replica, idle (max)", "MiB", max(&idle));
         let started = Instant::now();
         apply(
             &(0..CATALOGS)
@@ -150,6 +196,9 @@ fn main() {
                 })
                 .collect::<Vec<_>>(),
         );
+        let names: Vec<String> = (0..CATALOGS).map(|c| format!("bench-{c}")).collect();
+        let sources: Vec<(&str, &str)> = names.iter().map(|n| (GLOBAL_NAMESPACE, n.as_str())).collect();
+        write_catalog_operator_status(server, &sources);
         let expected = CATALOGS * PACKAGES + 4;
         loop {
             let n = all.list(&ListParams::default()).await.map(|l| l.items.len()).unwrap_or(0);
@@ -159,7 +208,9 @@ fn main() {
             assert!(started.elapsed() < Duration::from_secs(180), "catalogs not served within 180 s ({n} items)");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        println!("packageserver: {CATALOGS} catalogs x {PACKAGES} packages served through the aggregator {:.1} s after the CatalogSources were created", started.elapsed().as_secs_f64());
+        let served = started.elapsed();
+        println!("packageserver: {CATALOGS} catalogs x {PACKAGES} packages served through the aggregator {:.1} s after the CatalogSources were created", served.as_secs_f64());
+        figures.add("catalogs served in LIST after creation", "s", served.as_secs_f64());
 
         let mut lists = Vec::with_capacity(LIST_RUNS);
         for _ in 0..LIST_RUNS {
@@ -187,21 +238,23 @@ fn main() {
             filtered.push(t.elapsed());
             assert_eq!(l.items.len(), PACKAGES);
         }
-        let rss: Vec<f64> = h.replicas.iter().filter_map(|r| r.server_pid()).map(rss_mib).collect();
+        let rss = replicas_mib(side_by_side::rss_kib);
+        let (list_p50, list_p99) = (ms(percentile(&mut lists, 0.5)), ms(percentile(&mut lists, 0.99)));
+        let (get_p50, get_p99) = (ms(percentile(&mut gets, 0.5)), ms(percentile(&mut gets, 0.99)));
+        let (label_p50, label_p99) = (ms(percentile(&mut filtered, 0.5)), ms(percentile(&mut filtered, 0.99)));
         println!(
-            "packageserver: full LIST ({} items) p50 {:.1} ms, p99 {:.1} ms (target p99 < 200 ms)",
-            expected,
-            percentile(&mut lists, 0.5).as_secs_f64() * 1e3,
-            percentile(&mut lists, 0.99).as_secs_f64() * 1e3
+            "packageserver: full LIST ({expected} items) p50 {list_p50:.1} ms, p99 {list_p99:.1} ms (target p99 < 200 ms)"
         );
         println!(
-            "packageserver: GET one package p50 {:.1} ms, p99 {:.1} ms; LIST by catalog label ({PACKAGES} items) p50 {:.1} ms, p99 {:.1} ms",
-            percentile(&mut gets, 0.5).as_secs_f64() * 1e3,
-            percentile(&mut gets, 0.99).as_secs_f64() * 1e3,
-            percentile(&mut filtered, 0.5).as_secs_f64() * 1e3,
-            percentile(&mut filtered, 0.99).as_secs_f64() * 1e3
+            "packageserver: GET one package p50 {get_p50:.1} ms, p99 {get_p99:.1} ms; LIST by catalog label ({PACKAGES} items) p50 {label_p50:.1} ms, p99 {label_p99:.1} ms"
         );
         println!("packageserver: RSS per replica {rss:.1?} MiB (target < 128 MiB)");
+        figures.add("full LIST p50", "ms", list_p50);
+        figures.add("full LIST p99", "ms", list_p99);
+        figures.add("GET one package p50", "ms", get_p50);
+        figures.add("GET one package p99", "ms", get_p99);
+        figures.add("LIST by catalog label p50", "ms", label_p50);
+        figures.add("RSS per replica, serving (max)", "MiB", max(&rss));
 
         // A catalog update: the registry behind bench-0 now holds one more
         // package; the CatalogSource points at it (as the catalog operator
@@ -220,11 +273,17 @@ fn main() {
             assert!(t.elapsed() < Duration::from_secs(30), "update not visible within 30 s");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let update = ms(t.elapsed());
         println!(
-            "packageserver: catalog update visible in LIST {:.0} ms after the CatalogSource changed (target < 2000 ms)",
-            t.elapsed().as_secs_f64() * 1e3
+            "packageserver: catalog update visible in LIST {update:.0} ms after the CatalogSource changed (target < 2000 ms)"
         );
-        let rss: Vec<f64> = h.replicas.iter().filter_map(|r| r.server_pid()).map(rss_mib).collect();
-        println!("packageserver: RSS per replica after the update {rss:.1?} MiB");
+        figures.add("catalog update visible in LIST", "ms", update);
+        let rss = replicas_mib(side_by_side::rss_kib);
+        let peak = replicas_mib(side_by_side::peak_rss_kib);
+        let cpu: f64 = pids.iter().filter_map(|&pid| side_by_side::cpu_seconds(pid)).sum();
+        println!("packageserver: RSS per replica after the update {rss:.1?} MiB, peak {peak:.1?} MiB; CPU of both replicas {cpu:.1} s");
+        figures.add("peak RSS per replica (max)", "MiB", max(&peak));
+        figures.add("CPU seconds, both replicas", "s", cpu);
     });
+    figures
 }

@@ -35,10 +35,10 @@ use olm_e2e::harness::{
 };
 use olm_testkit::{
     audit::{AuditLog, Request},
-    side_by_side::{self, Figures, OURS, UPSTREAM},
+    side_by_side::{self, Figures, OURS, UPSTREAM, env_count},
 };
 
-use super::{BENCH_AGENT, env_count, print_most_frequent, subscribe_at_once, wait_succeeded};
+use super::{BENCH_AGENT, print_most_frequent, subscribe_at_once, wait_succeeded};
 
 /// How long a CatalogSource may take to connect.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(60);

@@ -10,6 +10,14 @@
 //! Everything outside the test process (network namespaces, veth pairs,
 //! packageserver processes) is owned by guardian shells that clean up when
 //! the test process exits, however it exits.
+//!
+//! The same deployment runs upstream OLM's packageserver instead of ours
+//! ([`Server::Upstream`], for the side-by-side bench): it serves a
+//! self-signed certificate and does not manage its APIService, so the
+//! harness creates the APIService (with `insecureSkipTLSVerify`, as a
+//! cluster without OLM's certificate handling would), probes readiness on
+//! the secure port, and runs it with the in-cluster configuration of a pod
+//! ([`IN_POD`]).
 
 use std::{
     io::Write as _,
@@ -199,11 +207,39 @@ fn write_catalog(dir: &Path) {
     std::fs::write(dir.join("catalog/index.json"), text).unwrap();
 }
 
+/// Which packageserver the deployment runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+// The tests run ours only; the side-by-side bench runs both.
+#[allow(dead_code)]
+pub(crate) enum Server {
+    /// This workspace's.
+    Ours,
+    /// Upstream OLM's `cmd/package-server`, at this path.
+    Upstream(PathBuf),
+}
+
+/// Runs a command as in a pod, inside a replica's network namespace (whose
+/// mount namespace `ip netns exec` already made private): the
+/// ServiceAccount's token, CA and namespace where client-go's in-cluster
+/// configuration reads them, and `kubernetes` (the name the API server's
+/// certificate holds) resolving to the relay. Arguments: the folder
+/// holding `token`, `ca.crt`, `namespace` and `hosts`, then the command.
+const IN_POD: &str = r#"set -e
+dir="$1"; shift
+mount -t tmpfs tmpfs /run
+mkdir -p /run/secrets/kubernetes.io/serviceaccount
+cp "$dir/token" "$dir/ca.crt" "$dir/namespace" /run/secrets/kubernetes.io/serviceaccount/
+mount --bind "$dir/hosts" /etc/hosts
+exec "$@""#;
+
 /// One packageserver replica in its own network namespace.
 pub(crate) struct Replica {
     /// Its address on the veth pair.
     pub(crate) address: Ipv4Addr,
     netns: String,
+    binary: PathBuf,
+    /// Where it answers readiness probes.
+    ready_url: String,
     args: Vec<String>,
     env: Vec<(String, String)>,
     log: PathBuf,
@@ -225,7 +261,7 @@ impl Replica {
             .arg(r#"ns="$1"; shift; ip netns exec "$ns" "$@" & pid=$!; read _; kill -TERM $pid 2>/dev/null; wait $pid"#)
             .arg("guardian")
             .arg(&self.netns)
-            .arg(env!("CARGO_BIN_EXE_packageserver"))
+            .arg(&self.binary)
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
@@ -251,18 +287,8 @@ impl Replica {
 
     /// Whether the replica reports ready on its admin port.
     pub(crate) async fn ready(&self) -> bool {
-        let url = format!("http://{}:{ADMIN_PORT}/readyz", self.address);
         let out = tokio::process::Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "--max-time",
-                "2",
-                &url,
-            ])
+            .args(Self::probe_args(&self.ready_url))
             .output()
             .await
             .unwrap();
@@ -271,21 +297,28 @@ impl Replica {
 
     /// [`Replica::ready`] for callers outside a runtime.
     pub(crate) fn ready_blocking(&self) -> bool {
-        let url = format!("http://{}:{ADMIN_PORT}/readyz", self.address);
         let out = Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "--max-time",
-                "2",
-                &url,
-            ])
+            .args(Self::probe_args(&self.ready_url))
             .output()
             .unwrap();
         out.stdout == b"200"
+    }
+
+    /// curl's arguments for a probe of `url` that prints only the status
+    /// code. `-k`: upstream's replicas serve a self-signed certificate (a
+    /// kubelet's HTTPS probes do not verify either).
+    fn probe_args(url: &str) -> [&str; 9] {
+        [
+            "-k",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "2",
+            url,
+        ]
     }
 
     /// Its metrics text.
@@ -412,6 +445,31 @@ fn rbac_objects() -> Vec<serde_json::Value> {
     ]
 }
 
+/// What upstream's packageserver needs beyond ours, which OLM's CSV for it
+/// would create: read access to OLMConfigs, and the APIService (ours
+/// manages its own, with the CA it rotates).
+fn upstream_objects() -> Vec<serde_json::Value> {
+    let sa =
+        json!({"kind": "ServiceAccount", "name": "packageserver", "namespace": SERVER_NAMESPACE});
+    vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "packageserver-test-upstream"},
+        "rules": [
+            {"apiGroups": ["operators.coreos.com"], "resources": ["olmconfigs"], "verbs": ["get", "list", "watch"]},
+        ]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "packageserver-test-upstream"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "packageserver-test-upstream"},
+               "subjects": [sa]}),
+        json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+               "metadata": {"name": APISERVICE},
+               "spec": {"group": "packages.operators.coreos.com", "version": "v1",
+                        "service": {"name": SERVICE, "namespace": SERVER_NAMESPACE, "port": 443},
+                        "insecureSkipTLSVerify": true,
+                        "groupPriorityMinimum": 2000, "versionPriority": 15}}),
+    ]
+}
+
 /// The Endpoints of the Service: `ready` replicas as addresses, the others
 /// as not-ready addresses (what the endpoints controller does with
 /// readiness probes).
@@ -457,13 +515,24 @@ fn ca_of_plane() -> String {
     std::fs::read_to_string(ca_path).unwrap()
 }
 
-/// The deployment, started once per test binary.
+/// The deployment of our packageserver, started once per test binary.
 pub(crate) fn harness() -> &'static Harness {
-    static HARNESS: OnceLock<Harness> = OnceLock::new();
-    HARNESS.get_or_init(start)
+    harness_of(&Server::Ours)
 }
 
-fn start() -> Harness {
+/// The deployment of `server`, started once per test binary. Panics when
+/// the binary's deployment was started with the other server.
+pub(crate) fn harness_of(server: &Server) -> &'static Harness {
+    static HARNESS: OnceLock<(Server, Harness)> = OnceLock::new();
+    let (started, harness) = HARNESS.get_or_init(|| (server.clone(), start(server)));
+    assert_eq!(
+        started, server,
+        "this test binary's packageserver deployment runs another server"
+    );
+    harness
+}
+
+fn start(server: &Server) -> Harness {
     let started = Instant::now();
     let plane = olm_testkit::control_plane();
     plane.install_crds(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds"));
@@ -571,6 +640,9 @@ fn start() -> Harness {
         apply(&[json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})]);
     }
     apply(&rbac_objects());
+    if let Server::Upstream(_) = server {
+        apply(&upstream_objects());
+    }
     apply(&[
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE, "namespace": SERVER_NAMESPACE},
                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": SECURE_PORT, "protocol": "TCP"}]}}),
@@ -583,6 +655,13 @@ fn start() -> Harness {
                "metadata": {"name": TEAM_CATALOG, "namespace": TEAM_NAMESPACE},
                "spec": {"sourceType": "grpc", "address": registry_addr.to_string(), "displayName": "Team Catalog", "publisher": "Team"}}),
     ]);
+    write_catalog_operator_status(
+        server,
+        &[
+            (GLOBAL_NAMESPACE, GLOBAL_CATALOG),
+            (TEAM_NAMESPACE, TEAM_CATALOG),
+        ],
+    );
     let token = kubectl(
         &[
             "create",
@@ -606,9 +685,25 @@ fn start() -> Harness {
     });
     let kubeconfig_path = dir.join("kubeconfig");
     std::fs::write(&kubeconfig_path, kubeconfig.to_string()).unwrap();
+    // Upstream's packageserver runs as in its pod: the same ServiceAccount
+    // token, the cluster's CA and a `kubernetes` host (see [`IN_POD`]).
+    // Out of cluster it cannot: its delegated authorization ignores
+    // `--authorization-kubeconfig` and `--kubeconfig` (v0.46.0 sets the
+    // kubeconfig on the authentication options twice) and so wants the
+    // in-cluster configuration.
+    let pod_dir = dir.join("pod");
+    std::fs::create_dir_all(&pod_dir).unwrap();
+    std::fs::write(pod_dir.join("token"), token.trim()).unwrap();
+    std::fs::write(pod_dir.join("ca.crt"), ca_of_plane()).unwrap();
+    std::fs::write(pod_dir.join("namespace"), SERVER_NAMESPACE).unwrap();
+    std::fs::write(
+        pod_dir.join("hosts"),
+        format!("127.0.0.1 localhost\n{} kubernetes\n", relay_addr.ip()),
+    )
+    .unwrap();
 
     let nats_url = format!("nats://{nats_relay}");
-    let args: Vec<String> = [
+    let ours: Vec<String> = [
         "--nats-url",
         nats_url.as_str(),
         "--namespace",
@@ -634,20 +729,61 @@ fn start() -> Harness {
     let replicas: Vec<Replica> = names
         .iter()
         .enumerate()
-        .map(|(i, (ns, _, _, _, inner_ip))| Replica {
-            address: *inner_ip,
-            netns: ns.clone(),
-            args: args.clone(),
-            env: vec![
-                ("KUBECONFIG".into(), kubeconfig_path.display().to_string()),
-                ("RUST_LOG".into(), "info,packageserver=debug".into()),
-                (
-                    "OLM_ADMIN_BIND_ADDRESS".into(),
-                    format!("{inner_ip}:{ADMIN_PORT}"),
-                ),
-            ],
-            log: dir.join(format!("packageserver-{i}.log")),
-            child: Mutex::new(None),
+        .map(|(i, (ns, _, _, _, inner_ip))| match server {
+            Server::Ours => Replica {
+                address: *inner_ip,
+                netns: ns.clone(),
+                binary: PathBuf::from(env!("CARGO_BIN_EXE_packageserver")),
+                ready_url: format!("http://{inner_ip}:{ADMIN_PORT}/readyz"),
+                args: ours.clone(),
+                env: vec![
+                    ("KUBECONFIG".into(), kubeconfig_path.display().to_string()),
+                    ("RUST_LOG".into(), "info,packageserver=debug".into()),
+                    (
+                        "OLM_ADMIN_BIND_ADDRESS".into(),
+                        format!("{inner_ip}:{ADMIN_PORT}"),
+                    ),
+                ],
+                log: dir.join(format!("packageserver-{i}.log")),
+                child: Mutex::new(None),
+            },
+            Server::Upstream(binary) => {
+                let cert_dir = dir.join(format!("upstream-certs-{i}"));
+                let args: Vec<String> = [
+                    "-c",
+                    IN_POD,
+                    "in-pod",
+                    &pod_dir.display().to_string(),
+                    &binary.display().to_string(),
+                    "--secure-port",
+                    &SECURE_PORT.to_string(),
+                    "--global-namespace",
+                    GLOBAL_NAMESPACE,
+                    "--interval",
+                    "1m",
+                    "--cert-dir",
+                    &cert_dir.display().to_string(),
+                ]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
+                Replica {
+                    address: *inner_ip,
+                    netns: ns.clone(),
+                    binary: PathBuf::from("sh"),
+                    ready_url: format!("https://{inner_ip}:{SECURE_PORT}/readyz"),
+                    args,
+                    env: vec![
+                        ("KUBERNETES_SERVICE_HOST".into(), "kubernetes".into()),
+                        (
+                            "KUBERNETES_SERVICE_PORT".into(),
+                            relay_addr.port().to_string(),
+                        ),
+                    ],
+                    log: dir.join(format!("packageserver-upstream-{i}.log")),
+                    child: Mutex::new(None),
+                }
+            }
         })
         .collect();
     for replica in &replicas {
@@ -747,6 +883,38 @@ fn start() -> Harness {
         harness.dir.display()
     );
     harness
+}
+
+/// For upstream's packageserver, writes what upstream's catalog-operator
+/// writes on a CatalogSource with an `address`:
+/// `status.registryService{protocol: grpc, createdAt}`. Upstream's
+/// packageserver connects to no source without it; ours reads the address
+/// alone, so for ours this does nothing.
+pub(crate) fn write_catalog_operator_status(server: &Server, sources: &[(&str, &str)]) {
+    if *server == Server::Ours {
+        return;
+    }
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let status =
+        json!({"status": {"registryService": {"protocol": "grpc", "createdAt": now}}}).to_string();
+    for (namespace, name) in sources {
+        kubectl(
+            &[
+                "patch",
+                "catalogsource",
+                name,
+                "-n",
+                namespace,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &status,
+            ],
+            None,
+        );
+    }
 }
 
 /// Runs kubectl against the control plane; panics with its stderr on failure.
