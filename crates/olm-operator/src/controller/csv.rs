@@ -899,20 +899,15 @@ async fn delete_owned_cluster_objects(
     delete_namespaced::<Deployment>(context, &namespace, &list, csv).await?;
     delete_namespaced::<RoleBinding>(context, &namespace, &list, csv).await?;
     delete_namespaced::<Role>(context, &namespace, &list, csv).await?;
-    for copy in context.caches.copies.state() {
-        if copy.metadata.name == csv.metadata.name
-            && copy.labels().get(labels::COPIED_FROM) == Some(&namespace)
-            && let Some(copy_namespace) = copy.metadata.namespace.as_deref()
-        {
-            let api: Api<ClusterServiceVersion> =
-                Api::namespaced(context.client.clone(), copy_namespace);
-            olm_runtime::apply::delete_if_exists(&api, &csv.name_any())
-                .await
-                .map_err(|source| Error::Runtime {
-                    what: "cannot delete copied csv",
-                    source: Box::new(source),
-                })?;
-        }
+    for copy in context.caches.copies.of_parent(&namespace, &csv.name_any()) {
+        let api: Api<ClusterServiceVersion> =
+            Api::namespaced(context.client.clone(), &copy.namespace);
+        olm_runtime::apply::delete_if_exists(&api, &copy.name)
+            .await
+            .map_err(|source| Error::Runtime {
+                what: "cannot delete copied csv",
+                source: Box::new(source),
+            })?;
     }
     let bindings: Api<ClusterRoleBinding> = Api::all(context.client.clone());
     bindings

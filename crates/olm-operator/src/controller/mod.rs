@@ -14,7 +14,8 @@
 //! (`DisabledCopiedCSVs`), and Operator objects (`status.components`).
 //!
 //! Caches: CSVs (copies excluded with `!olm.copiedFrom`), copies (a
-//! metadata-only watch on `olm.copiedFrom`, trimmed to the copy hashes),
+//! metadata-only watch on `olm.copiedFrom`, kept as small records in
+//! [`copies::CopyIndex`]),
 //! OperatorGroups, OperatorConditions, Subscriptions, Operators, the
 //! OLMConfig, Namespaces, CRDs, and the Deployments, ServiceAccounts, Roles,
 //! RoleBindings, ClusterRoles and ClusterRoleBindings OLM manages
@@ -34,6 +35,7 @@
 //! installs the API server refused ([`scoped`]).
 
 use olm_runtime::cache as caches;
+mod copies;
 mod csv;
 mod events;
 mod install;
@@ -75,11 +77,7 @@ use olm_runtime::{admin::Readiness, apply::FieldManager};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    Error,
-    decide::copied_csv::{COPY_HASH_SPEC_ANNOTATION, COPY_HASH_STATUS_ANNOTATION},
-    metrics::OperatorMetrics,
-};
+use crate::{Error, metrics::OperatorMetrics};
 
 /// The field manager of everything olm-operator applies.
 pub const FIELD_MANAGER: FieldManager = FieldManager::new("olm-operator");
@@ -180,8 +178,8 @@ pub(crate) struct Caches {
     pub(crate) role_bindings: Store<RoleBinding>,
     pub(crate) cluster_roles: Store<ClusterRole>,
     pub(crate) cluster_role_bindings: Store<ClusterRoleBinding>,
-    /// Copied CSVs, metadata only, trimmed to what [`targets`] reads.
-    pub(crate) copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
+    /// Copied CSVs: where each is, its parent, uid and copy hashes.
+    pub(crate) copies: copies::CopyIndex,
     pub(crate) olm_configs: Store<OLMConfig>,
     pub(crate) operator_conditions: Store<OperatorCondition>,
     pub(crate) subscriptions: Store<Subscription>,
@@ -288,31 +286,6 @@ where
     )
 }
 
-/// Keeps only what the copy controller reads of a copied CSV: name,
-/// namespace, uid, the `olm.copiedFrom` label and the copy-hash and
-/// `olm.operatorNamespace` annotations. A copy carries its parent's
-/// annotations (descriptions, `alm-examples`), which at thousands of copies
-/// would be most of this service's memory.
-fn trim_copy(copy: &mut PartialObjectMeta<ClusterServiceVersion>) {
-    let metadata = &mut copy.metadata;
-    metadata.managed_fields = None;
-    if let Some(annotations) = metadata.annotations.as_mut() {
-        annotations.retain(|key, _| {
-            matches!(
-                key.as_str(),
-                COPY_HASH_SPEC_ANNOTATION
-                    | COPY_HASH_STATUS_ANNOTATION
-                    | labels::OPERATOR_NAMESPACE
-            )
-        });
-    }
-    if let Some(copy_labels) = metadata.labels.as_mut() {
-        copy_labels.retain(|key, _| key == labels::COPIED_FROM);
-    }
-    metadata.owner_references = None;
-    metadata.finalizers = None;
-}
-
 /// Drops what no reconcile reads of a cached CRD and what makes CRDs large:
 /// the managed fields, the `kubectl.kubernetes.io/last-applied-configuration`
 /// annotation (the whole CRD again) and every version's OpenAPI schema. (The
@@ -385,17 +358,16 @@ pub async fn run(
     };
     let csvs = csv_reflector.store.clone();
 
-    // Copies: metadata only, trimmed; a copy changed or deleted by someone
-    // else wakes its parent, which puts it right.
-    let copies = {
+    // Copies: metadata only, kept as small records; a copy changed or
+    // deleted by someone else wakes its parent, which puts it right.
+    let (copies, copies_task) = {
         let copy_tx = copy_tx.clone();
         let stream = watcher(
             Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
             watcher::Config::default().labels(labels::COPIED_FROM),
         )
-        .default_backoff()
-        .modify(trim_copy);
-        caches::reflect_stream(
+        .default_backoff();
+        copies::index(
             stream,
             readiness.gate("cache:CopiedClusterServiceVersion"),
             move |copy: &PartialObjectMeta<ClusterServiceVersion>, _| {
@@ -568,7 +540,7 @@ pub async fn run(
         role_bindings: role_bindings.store.clone(),
         cluster_roles: cluster_roles.store.clone(),
         cluster_role_bindings: cluster_role_bindings.store.clone(),
-        copies: copies.store.clone(),
+        copies,
         olm_configs: olm_configs.store.clone(),
         operator_conditions: operator_conditions.store.clone(),
         subscriptions: subscriptions.store.clone(),
@@ -576,7 +548,7 @@ pub async fn run(
     };
     let reflector_tasks = futures::future::join_all([
         csv_reflector.task,
-        copies.task,
+        copies_task,
         operator_groups.task,
         namespaces.task,
         crds.task,
@@ -767,21 +739,16 @@ async fn sweep_dangling_copies(context: Arc<Context>, shutdown: CancellationToke
             () = tokio::time::sleep(context.config.resync) => {}
             () = shutdown.cancelled() => return,
         }
-        for copy in context.caches.copies.state() {
-            let (Some(name), Some(namespace), Some(parent_namespace)) = (
-                copy.metadata.name.as_deref(),
-                copy.metadata.namespace.as_deref(),
-                copy.labels().get(labels::COPIED_FROM),
-            ) else {
-                continue;
-            };
-            if !context.config.watches(parent_namespace) {
-                continue;
-            }
-            let parent = ObjectRef::new(name).within(parent_namespace);
-            if context.caches.csvs.get(&parent).is_some() {
-                continue;
-            }
+        let dangling = context.caches.copies.filter(|_, name, parent_namespace| {
+            context.config.watches(parent_namespace)
+                && context
+                    .caches
+                    .csvs
+                    .get(&ObjectRef::new(name).within(parent_namespace))
+                    .is_none()
+        });
+        for copy in dangling {
+            let (name, namespace) = (copy.name.as_str(), copy.namespace.as_str());
             tracing::info!(namespace, name, "deleting copied csv whose parent is gone");
             let api: Api<ClusterServiceVersion> =
                 Api::namespaced(context.client.clone(), namespace);

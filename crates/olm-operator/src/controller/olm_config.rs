@@ -35,7 +35,6 @@ pub(crate) async fn reconcile(
     }
     let enabled = copies_enabled(Some(&config));
     let active_namespaces = context.caches.namespaces.state().len();
-    let copies = context.caches.copies.state();
     let out_of_place = context
         .caches
         .csvs
@@ -50,13 +49,12 @@ pub(crate) async fn reconcile(
         })
         .any(|csv| {
             let namespace = csv.metadata.namespace.clone().unwrap_or_default();
-            let with_copies: BTreeSet<String> = copies
-                .iter()
-                .filter(|c| {
-                    c.metadata.name == csv.metadata.name
-                        && c.labels().get(labels::COPIED_FROM) == Some(&namespace)
-                })
-                .filter_map(|c| c.metadata.namespace.clone())
+            let with_copies: BTreeSet<String> = context
+                .caches
+                .copies
+                .of_parent(&namespace, &csv.name_any())
+                .into_iter()
+                .map(|c| c.namespace)
                 .collect();
             !copies_as_expected(
                 enabled,

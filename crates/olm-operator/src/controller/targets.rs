@@ -6,9 +6,9 @@
 //! This controller is keyed by the parent CSV and debounced: a parent that
 //! moves through several phases in quick succession has its copies written
 //! once, with the phase it settled in. Existing copies are known from a
-//! metadata-only watch trimmed to the copy hashes (see
-//! [`super::copied_csv_store`]), so deciding that nothing needs writing costs
-//! no API call and holds no copy bodies in memory.
+//! metadata-only watch kept as small records (see [`super::copies`]), so
+//! deciding that nothing needs writing costs no API call and holds no copy
+//! bodies in memory.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -29,8 +29,8 @@ use crate::{
     Error,
     decide::{
         copied_csv::{
-            COPY_HASH_SPEC_ANNOTATION, COPY_HASH_STATUS_ANNOTATION, CopyHashes, CopyInputs,
-            CopyWrite, ExistingCopy, copies_enabled, is_copied, plan_copies,
+            COPY_HASH_STATUS_ANNOTATION, CopyInputs, CopyWrite, ExistingCopy, copies_enabled,
+            is_copied, plan_copies,
         },
         deployment::{has_owner_labels, owner_labels},
         group_rbac::{
@@ -135,30 +135,16 @@ fn existing_copies(
     let namespace = parent.metadata.namespace.clone().unwrap_or_default();
     let mut existing = BTreeMap::new();
     let mut uids = BTreeMap::new();
-    for copy in context.caches.copies.state() {
-        if copy.metadata.name.as_deref() != Some(name.as_str())
-            || copy.labels().get(labels::COPIED_FROM) != Some(&namespace)
-        {
-            continue;
+    for copy in context.caches.copies.of_parent(&namespace, &name) {
+        if let Some(uid) = copy.uid {
+            uids.insert(copy.namespace.clone(), uid);
         }
-        let Some(copy_namespace) = copy.metadata.namespace.clone() else {
-            continue;
-        };
-        let annotations = copy.annotations();
-        let hashes = match (
-            annotations.get(COPY_HASH_SPEC_ANNOTATION),
-            annotations.get(COPY_HASH_STATUS_ANNOTATION),
-        ) {
-            (Some(spec), Some(status)) => Some(CopyHashes {
-                spec: spec.clone(),
-                status: status.clone(),
-            }),
-            _ => None,
-        };
-        if let Some(uid) = copy.metadata.uid.clone() {
-            uids.insert(copy_namespace.clone(), uid);
-        }
-        existing.insert(copy_namespace, ExistingCopy { hashes });
+        existing.insert(
+            copy.namespace,
+            ExistingCopy {
+                hashes: copy.hashes,
+            },
+        );
     }
     (existing, uids)
 }
