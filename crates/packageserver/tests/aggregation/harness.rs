@@ -412,21 +412,37 @@ pub(crate) fn apply(objects: &[serde_json::Value]) {
     );
 }
 
-fn rbac_objects() -> Vec<serde_json::Value> {
-    let sa =
-        json!({"kind": "ServiceAccount", "name": "packageserver", "namespace": SERVER_NAMESPACE});
-    vec![
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "packageserver", "namespace": SERVER_NAMESPACE}}),
+/// packageserver's ServiceAccount, as a binding's subject.
+fn server_account() -> serde_json::Value {
+    json!({"kind": "ServiceAccount", "name": "packageserver", "namespace": SERVER_NAMESPACE})
+}
+
+/// A ClusterRole `name` with `rules`, bound to packageserver's
+/// ServiceAccount.
+fn bound_cluster_role(name: &str, rules: serde_json::Value) -> [serde_json::Value; 2] {
+    [
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": "packageserver-test"},
-        "rules": [
+               "metadata": {"name": name}, "rules": rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [server_account()]}),
+    ]
+}
+
+fn rbac_objects() -> Vec<serde_json::Value> {
+    let sa = server_account();
+    let [role, binding] = bound_cluster_role(
+        "packageserver-test",
+        json!([
             {"apiGroups": ["operators.coreos.com"], "resources": ["catalogsources"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"], "verbs": ["get", "create", "patch"]},
-        ]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": "packageserver-test"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "packageserver-test"},
-               "subjects": [sa]}),
+        ]),
+    );
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "packageserver", "namespace": SERVER_NAMESPACE}}),
+        role,
+        binding,
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                "metadata": {"name": "packageserver-test-auth-delegator"},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
@@ -449,18 +465,13 @@ fn rbac_objects() -> Vec<serde_json::Value> {
 /// would create: read access to OLMConfigs, and the APIService (ours
 /// manages its own, with the CA it rotates).
 fn upstream_objects() -> Vec<serde_json::Value> {
-    let sa =
-        json!({"kind": "ServiceAccount", "name": "packageserver", "namespace": SERVER_NAMESPACE});
+    let [role, binding] = bound_cluster_role(
+        "packageserver-test-upstream",
+        json!([{"apiGroups": ["operators.coreos.com"], "resources": ["olmconfigs"], "verbs": ["get", "list", "watch"]}]),
+    );
     vec![
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": "packageserver-test-upstream"},
-        "rules": [
-            {"apiGroups": ["operators.coreos.com"], "resources": ["olmconfigs"], "verbs": ["get", "list", "watch"]},
-        ]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": "packageserver-test-upstream"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "packageserver-test-upstream"},
-               "subjects": [sa]}),
+        role,
+        binding,
         json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
                "metadata": {"name": APISERVICE},
                "spec": {"group": "packages.operators.coreos.com", "version": "v1",
