@@ -257,6 +257,19 @@ mod tests {
         }
     }
 
+    /// Applies a watch event of [`copy`]`(namespace, name, parent, hashes)`.
+    fn apply_copy(
+        index: &CopyIndex,
+        namespace: &str,
+        name: &str,
+        parent: Option<&str>,
+        hashes: Option<(&str, &str)>,
+    ) {
+        index.apply(&watcher::Event::Apply(copy(
+            namespace, name, parent, hashes,
+        )));
+    }
+
     fn namespaces(records: &[CopyRecord]) -> Vec<&str> {
         let mut v: Vec<&str> = records.iter().map(|r| r.namespace.as_str()).collect();
         v.sort_unstable();
@@ -272,12 +285,7 @@ mod tests {
     #[test]
     fn a_record_keeps_place_parent_uid_and_hashes() {
         let index = CopyIndex::default();
-        index.apply(&watcher::Event::Apply(copy(
-            "team-a",
-            "op.v1",
-            Some("ops"),
-            Some(("s1", "t1")),
-        )));
+        apply_copy(&index, "team-a", "op.v1", Some("ops"), Some(("s1", "t1")));
         assert_eq!(
             index.all(),
             vec![CopyRecord {
@@ -302,12 +310,7 @@ mod tests {
             .get_or_insert_with(Default::default)
             .insert(COPY_HASH_SPEC_ANNOTATION.to_owned(), "s1".to_owned());
         index.apply(&watcher::Event::Apply(half));
-        index.apply(&watcher::Event::Apply(copy(
-            "team-b",
-            "op.v1",
-            None,
-            Some(("s", "t")),
-        )));
+        apply_copy(&index, "team-b", "op.v1", None, Some(("s", "t")));
         let all = index.all();
         assert_eq!(all.len(), 1, "{all:?}");
         assert_eq!(all[0].hashes, None);
@@ -322,7 +325,7 @@ mod tests {
             ("c", "op.v1", "other"),
             ("d", "op.v2", "ops"),
         ] {
-            index.apply(&watcher::Event::Apply(copy(ns, name, Some(parent), None)));
+            apply_copy(&index, ns, name, Some(parent), None);
         }
         assert_eq!(namespaces(&index.of_parent("ops", "op.v1")), ["a", "b"]);
         assert_eq!(namespaces(&index.of_parent("other", "op.v1")), ["c"]);
@@ -333,18 +336,8 @@ mod tests {
     #[test]
     fn an_update_replaces_and_a_delete_removes() {
         let index = CopyIndex::default();
-        index.apply(&watcher::Event::Apply(copy(
-            "a",
-            "op.v1",
-            Some("ops"),
-            Some(("s1", "t1")),
-        )));
-        index.apply(&watcher::Event::Apply(copy(
-            "a",
-            "op.v1",
-            Some("ops"),
-            Some(("s2", "t2")),
-        )));
+        apply_copy(&index, "a", "op.v1", Some("ops"), Some(("s1", "t1")));
+        apply_copy(&index, "a", "op.v1", Some("ops"), Some(("s2", "t2")));
         let all = index.all();
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].hashes.as_ref().map(|h| h.spec.as_str()), Some("s2"));
@@ -360,18 +353,8 @@ mod tests {
     #[test]
     fn a_relist_replaces_the_index_only_when_complete() {
         let index = CopyIndex::default();
-        index.apply(&watcher::Event::Apply(copy(
-            "gone",
-            "op.v1",
-            Some("ops"),
-            None,
-        )));
-        index.apply(&watcher::Event::Apply(copy(
-            "kept",
-            "op.v1",
-            Some("ops"),
-            None,
-        )));
+        apply_copy(&index, "gone", "op.v1", Some("ops"), None);
+        apply_copy(&index, "kept", "op.v1", Some("ops"), None);
         assert!(!index.apply(&watcher::Event::Init));
         assert!(!index.apply(&watcher::Event::InitApply(copy(
             "kept",

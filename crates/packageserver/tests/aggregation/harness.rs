@@ -538,7 +538,7 @@ pub(crate) fn harness_of(server: &Server) -> &'static Harness {
     let (started, harness) = HARNESS.get_or_init(|| (server.clone(), start(server)));
     assert_eq!(
         started, server,
-        "this test binary's packageserver deployment runs another server"
+        "this test binary's packageserver deployment was started with {started:?}, not {server:?}"
     );
     harness
 }
