@@ -181,7 +181,7 @@ async fn main() -> anyhow::Result<()> {
     let mut tasks = TaskSet::new(shutdown.clone());
     tasks.spawn("admin-server", admin.serve(shutdown.clone()));
 
-    let mut leader = cli.leader_election.handle(SERVICE_NAME, &client)?;
+    let leader = cli.leader_election.handle(SERVICE_NAME, &client)?;
     let config = ControllerConfig {
         global_catalog_namespace: cli.namespace,
         resync: cli.interval,
@@ -207,24 +207,11 @@ async fn main() -> anyhow::Result<()> {
     };
     let stop = shutdown.clone();
     tasks.spawn("controllers", async move {
-        tokio::select! {
-            acquired = leader.acquired() => acquired?,
-            () = stop.cancelled() => return Ok::<(), anyhow::Error>(()),
-        }
-        tracing::info!("leading; starting controllers");
-        let controllers = stop.child_token();
-        let lost = leader.lost();
-        let on_loss = controllers.clone();
-        tokio::spawn(async move {
-            lost.await;
-            on_loss.cancel();
-        });
-        controller::run(kube_config, config, metrics, bus, readiness, controllers).await?;
-        leader.release().await?;
-        if !stop.is_cancelled() {
-            anyhow::bail!("leadership lost");
-        }
-        Ok(())
+        leader
+            .run_while_leading(&stop, |controllers| async move {
+                controller::run(kube_config, config, metrics, bus, readiness, controllers).await
+            })
+            .await
     });
     tasks.run(DEFAULT_DRAIN_DEADLINE).await?;
     Ok(())

@@ -217,7 +217,7 @@ async fn run_service(cli: Cli) -> anyhow::Result<()> {
     let mut tasks = TaskSet::new(shutdown.clone());
     tasks.spawn("admin-server", admin.serve(shutdown.clone()));
 
-    let mut leader = cli.leader_election.handle(SERVICE_NAME, &client)?;
+    let leader = cli.leader_election.handle(SERVICE_NAME, &client)?;
     let certificates = cli.certificate_policy();
     certificates
         .validate()
@@ -234,26 +234,13 @@ async fn run_service(cli: Cli) -> anyhow::Result<()> {
     };
     let stop = shutdown.clone();
     tasks.spawn("controllers", async move {
-        tokio::select! {
-            acquired = leader.acquired() => acquired?,
-            () = stop.cancelled() => return Ok::<(), anyhow::Error>(()),
-        }
-        tracing::info!("leading; starting controllers");
-        // Losing the lease stops the controllers like a shutdown does: a
-        // replica that no longer leads must not act.
-        let controllers = stop.child_token();
-        let lost = leader.lost();
-        let on_loss = controllers.clone();
-        tokio::spawn(async move {
-            lost.await;
-            on_loss.cancel();
-        });
-        controller::run(client, config, metrics, readiness, controllers).await?;
-        leader.release().await?;
-        if !stop.is_cancelled() {
-            anyhow::bail!("leadership lost");
-        }
-        Ok(())
+        leader
+            .run_while_leading(&stop, |controllers| async move {
+                controller::run(client, config, metrics, readiness, controllers)
+                    .await
+                    .map_err(anyhow::Error::from)
+            })
+            .await
     });
     tasks.run(DEFAULT_DRAIN_DEADLINE).await?;
     Ok(())

@@ -138,6 +138,18 @@ pub enum Error {
     #[error("leader elector stopped before acquiring the lease")]
     LeaderElectorStopped,
 
+    /// This replica stopped leading while its work ran (its lease was taken
+    /// or could not be renewed): the process exits and starts afresh, as
+    /// upstream's services do.
+    #[error("leadership lost")]
+    LeadershipLost,
+
+    /// The work run while leading ended on its own, with no shutdown asked
+    /// for and while still leading (a watch ended): the process exits rather
+    /// than lead without acting.
+    #[error("the controllers stopped while leading")]
+    LeadingWorkEnded,
+
     /// The leader elector task panicked or was cancelled from outside.
     #[error("leader elector task ended abnormally")]
     LeaderElectorTask {
@@ -313,7 +325,10 @@ impl Error {
                 "admin_server"
             }
             Self::LeaseTimeout { .. } => "kube_timeout",
-            Self::LeaderElectorStopped | Self::LeaderElectorTask { .. } => "leader_election",
+            Self::LeaderElectorStopped
+            | Self::LeadershipLost
+            | Self::LeadingWorkEnded
+            | Self::LeaderElectorTask { .. } => "leader_election",
             Self::MissingName { .. } | Self::Serialize { .. } => "invalid_object",
             Self::Lease { source, .. }
             | Self::Apply { source, .. }

@@ -415,6 +415,50 @@ impl LeaderHandle {
         }
     }
 
+    /// Runs `work` once this replica leads, and only while it leads: `work`
+    /// gets a token that is cancelled when `shutdown` is, or when leadership
+    /// is lost, and must stop acting once it is. The lease is released after
+    /// `work` returns, so a standby takes over at once.
+    ///
+    /// Returns at once with `Ok` if `shutdown` comes before leadership.
+    /// Without a shutdown, `work` ending is an error: [`Error::LeadershipLost`]
+    /// if leadership was lost, else [`Error::LeadingWorkEnded`].
+    pub async fn run_while_leading<F, Fut, E>(
+        mut self,
+        shutdown: &CancellationToken,
+        work: F,
+    ) -> std::result::Result<(), E>
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = std::result::Result<(), E>>,
+        E: From<Error>,
+    {
+        tokio::select! {
+            acquired = self.acquired() => acquired?,
+            () = shutdown.cancelled() => return Ok(()),
+        }
+        tracing::info!("leading; starting controllers");
+        // Losing the lease stops the work like a shutdown does: a replica
+        // that no longer leads must not act.
+        let working = shutdown.child_token();
+        let lost = self.lost();
+        let on_loss = working.clone();
+        let loss_watch = AbortOnDrop(tokio::spawn(async move {
+            lost.await;
+            on_loss.cancel();
+        }));
+        let outcome = work(working).await;
+        drop(loss_watch);
+        let stepped_down = !self.is_leader();
+        self.release().await?;
+        outcome?;
+        match (shutdown.is_cancelled(), stepped_down) {
+            (true, _) => Ok(()),
+            (false, true) => Err(Error::LeadershipLost.into()),
+            (false, false) => Err(Error::LeadingWorkEnded.into()),
+        }
+    }
+
     /// Follows this replica's role as a watch of "leading now?", for a
     /// controller that works only while leading; a task of `tasks` keeps it
     /// current and releases the lease once shutdown is asked for (the
@@ -824,6 +868,67 @@ async fn watch_lease(api: Api<Lease>, name: String, changed: Arc<Notify>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn work_while_leading_ends_quietly_on_shutdown() {
+        let shutdown = CancellationToken::new();
+        let outcome = LeaderHandle::always_leader()
+            .run_while_leading(&shutdown, |working| {
+                let shutdown = shutdown.clone();
+                async move {
+                    shutdown.cancel();
+                    working.cancelled().await;
+                    Ok::<(), Error>(())
+                }
+            })
+            .await;
+        assert!(outcome.is_ok(), "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn work_that_ends_on_its_own_while_leading_is_an_error() {
+        let shutdown = CancellationToken::new();
+        let outcome = LeaderHandle::always_leader()
+            .run_while_leading(&shutdown, |_working| async { Ok::<(), Error>(()) })
+            .await;
+        assert!(
+            matches!(outcome, Err(Error::LeadingWorkEnded)),
+            "{outcome:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_work_error_is_returned() {
+        let shutdown = CancellationToken::new();
+        let outcome = LeaderHandle::always_leader()
+            .run_while_leading(&shutdown, |_working| async {
+                Err::<(), Error>(Error::LeaderElectorStopped)
+            })
+            .await;
+        assert!(
+            matches!(outcome, Err(Error::LeaderElectorStopped)),
+            "{outcome:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_work_starts_when_shutdown_comes_first() {
+        let shutdown = CancellationToken::new();
+        shutdown.cancel();
+        let (role_tx, role) = watch::channel(Role::Follower);
+        let follower = LeaderHandle {
+            role,
+            stop: CancellationToken::new(),
+            task: None,
+            _fixed_role: Some(role_tx),
+        };
+        let outcome = follower
+            .run_while_leading(&shutdown, |_working| async {
+                panic!("work ran without leadership")
+            })
+            .await;
+        assert!(matches!(outcome, Ok::<(), Error>(())), "{outcome:?}");
+    }
 
     const ME: &str = "replica-me";
     const OTHER: &str = "replica-other";

@@ -1,8 +1,9 @@
 //! Shared controller plumbing for every OLM service: command-line groups, the
-//! Kubernetes client, telemetry (tracing + OpenTelemetry), Prometheus metrics,
-//! the admin server (`/metrics`, `/healthz`, `/readyz`), leader election on a
-//! `Lease`, server-side-apply helpers, Kubernetes Events, graceful shutdown,
-//! and dialling Services by ClusterIP from outside the cluster network.
+//! Kubernetes client, the controller loop, telemetry (tracing +
+//! OpenTelemetry), Prometheus metrics, the admin server (`/metrics`,
+//! `/healthz`, `/readyz`), leader election on a `Lease`, server-side-apply
+//! helpers, Kubernetes Events, graceful shutdown, and dialling Services by
+//! ClusterIP from outside the cluster network.
 //!
 //! This is a library crate: it may depend on `olm-api` but must never depend on
 //! a service crate (olm-operator, catalog-operator, packageserver, ...). Each
@@ -14,6 +15,7 @@ pub mod apply;
 pub mod cache;
 pub mod cluster_operator;
 pub mod config;
+pub mod controller;
 pub mod discovery;
 pub mod error;
 pub mod events;

@@ -194,6 +194,59 @@ async fn leader_steps_down_when_its_lease_is_taken() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_run_while_leading_stops_when_the_lease_is_taken() {
+    init_logs();
+    let plane = olm_testkit::control_plane();
+    let namespace = plane.namespace("leader-work").await;
+    let client = plane.client().await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace.name());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+
+    let leader = LeaderHandle::spawn(client.clone(), config(namespace.name(), "replica-working"))
+        .expect("valid config");
+    let (started_tx, started) = tokio::sync::oneshot::channel();
+    let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
+    let run = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            leader
+                .run_while_leading(&shutdown, |working| async move {
+                    let _ = started_tx.send(());
+                    working.cancelled().await;
+                    let _ = stopped_tx.send(());
+                    Ok::<(), olm_runtime::Error>(())
+                })
+                .await
+        }
+    });
+    within(PROMPTLY, "work starts once leading", started)
+        .await
+        .expect("work started");
+
+    let mut lease = leases.get(LEASE).await.expect("lease exists");
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    spec.holder_identity = Some("intruder".to_owned());
+    spec.lease_duration_seconds = Some(3600);
+    leases
+        .replace(LEASE, &PostParams::default(), &lease)
+        .await
+        .expect("intruder takes the lease");
+
+    within(PROMPTLY, "work is told to stop", stopped)
+        .await
+        .expect("work stopped");
+    let outcome = within(PROMPTLY, "run_while_leading returns", run)
+        .await
+        .expect("task finished");
+    assert!(
+        matches!(outcome, Err(olm_runtime::Error::LeadershipLost)),
+        "{outcome:?}"
+    );
+    assert!(!shutdown.is_cancelled());
+    assert_eq!(holder(&leases).await.0.as_deref(), Some("intruder"));
+}
+
 /// A lease's holder and transition count.
 type HolderEntry = (Option<String>, i32);
 
