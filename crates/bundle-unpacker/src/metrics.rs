@@ -46,14 +46,20 @@ pub struct UnpackMetrics {
     retries: Counter,
     work: Family<SourceLabels, Counter>,
     refused: Counter,
+    /// The InstallPlan watch's reconciles
+    /// (`bundle_unpacker_reconcile_*{controller="installplan"}`).
+    pub(crate) watch_reconciles: olm_runtime::metrics::ControllerMetrics,
 }
 
 impl UnpackMetrics {
     /// Registers `bundle_unpacker_unpacks_total{outcome,reason}`,
     /// `bundle_unpacker_unpack_duration_seconds{outcome}`,
     /// `bundle_unpacker_retries_total`, `bundle_unpacker_work_total{source}`
-    /// and `bundle_unpacker_requests_refused_total`.
+    /// and `bundle_unpacker_requests_refused_total`, and the reconcile
+    /// metrics of the InstallPlan watch.
     pub fn register(registry: &mut olm_runtime::metrics::MetricsRegistry) -> Self {
+        let registry = registry.component(PREFIX);
+        let reconciles = olm_runtime::metrics::ReconcileMetrics::register(registry);
         let metrics = Self {
             unpacks: Family::default(),
             // 50 ms to about 14 minutes: past the default deadline.
@@ -63,8 +69,8 @@ impl UnpackMetrics {
             retries: Counter::default(),
             work: Family::default(),
             refused: Counter::default(),
+            watch_reconciles: reconciles.controller("installplan"),
         };
-        let registry = registry.component(PREFIX);
         registry.register(
             "unpacks",
             "Bundle unpacks finished, by outcome and failure reason",

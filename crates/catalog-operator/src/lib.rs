@@ -10,4 +10,7 @@
 
 pub mod controller;
 pub mod decide;
+mod error;
 pub mod metrics;
+
+pub use error::Error;

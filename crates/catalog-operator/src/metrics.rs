@@ -15,7 +15,7 @@ use std::{
     time::Duration,
 };
 
-use olm_runtime::metrics::MetricsRegistry;
+use olm_runtime::metrics::{ControllerMetrics, MetricsRegistry, ReconcileMetrics};
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{
@@ -72,11 +72,20 @@ pub struct CatalogMetrics {
     /// The `subscription_sync_total` series last counted per Subscription,
     /// so a change of labels deletes the old series as upstream does.
     sync_series: Arc<Mutex<HashMap<(String, String), SubscriptionLabels>>>,
+    /// Reconciles of CatalogSources
+    /// (`catalog_operator_reconcile_*{controller="catalogsource"}`).
+    pub catalog_source_reconciles: ControllerMetrics,
+    /// Reconciles of InstallPlans (`controller="installplan"`).
+    pub install_plan_reconciles: ControllerMetrics,
+    /// Resolution passes of a namespace's Subscriptions
+    /// (`controller="subscription"`).
+    pub resolution_reconciles: ControllerMetrics,
 }
 
 impl CatalogMetrics {
     /// Registers every metric in `registry` and returns the handles.
     pub fn register(registry: &mut MetricsRegistry) -> Self {
+        let reconciles = ReconcileMetrics::register(registry.component("catalog_operator"));
         let metrics = Self {
             catalog_source_count: Gauge::default(),
             catalogsource_ready: Family::default(),
@@ -87,6 +96,9 @@ impl CatalogMetrics {
             installplan_warnings: Counter::default(),
             resolution_duration: Family::new_with_constructor(resolution_histogram),
             sync_series: Arc::default(),
+            catalog_source_reconciles: reconciles.controller("catalogsource"),
+            install_plan_reconciles: reconciles.controller("installplan"),
+            resolution_reconciles: reconciles.controller("subscription"),
         };
         let upstream = registry.upstream();
         upstream.register(
@@ -225,6 +237,10 @@ mod tests {
         };
         metrics.subscription_synced("ns", labels("etcd.v1"));
         metrics.subscription_synced("ns", labels("etcd.v2"));
+        metrics
+            .install_plan_reconciles
+            .start()
+            .failed("kube_conflict");
         let text = registry.encode().unwrap();
         for line in [
             "catalog_source_count 2",
@@ -235,6 +251,8 @@ mod tests {
             "installplan_warnings_total 1",
             "olm_resolution_duration_seconds_count{outcome=\"succeeded\"} 1",
             "subscription_sync_total{name=\"etcd\",installed=\"etcd.v2\",channel=\"alpha\",package=\"etcd\",approval=\"Automatic\"} 1",
+            "catalog_operator_reconcile_runs_total{controller=\"installplan\"} 1",
+            "catalog_operator_reconcile_failures_total{controller=\"installplan\",category=\"kube_conflict\"} 1",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }

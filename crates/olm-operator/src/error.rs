@@ -161,3 +161,9 @@ impl Error {
         }
     }
 }
+
+impl olm_runtime::controller::Categorized for Error {
+    fn category(&self) -> &'static str {
+        Error::category(self)
+    }
+}

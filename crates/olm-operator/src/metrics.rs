@@ -101,6 +101,8 @@ pub struct OperatorMetrics {
     pub(crate) operator_condition_reconciles: ControllerMetrics,
     /// Reconciles of Operator objects.
     pub(crate) operator_reconciles: ControllerMetrics,
+    /// Reconciles of the OLMConfig's condition.
+    pub(crate) olm_config_reconciles: ControllerMetrics,
     /// Copied CSVs written (created or updated).
     copied_csv_writes: Counter,
     /// Requests to the API server that change something, by HTTP method.
@@ -153,6 +155,7 @@ impl OperatorMetrics {
             target_reconciles: reconciles.controller("copiedcsv"),
             operator_condition_reconciles: reconciles.controller("operatorcondition"),
             operator_reconciles: reconciles.controller("operator"),
+            olm_config_reconciles: reconciles.controller("olmconfig"),
             copied_csv_writes: Counter::default(),
             api_writes: Family::default(),
         };

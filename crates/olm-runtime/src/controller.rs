@@ -25,7 +25,7 @@ use std::{
     time::Duration,
 };
 
-use futures::{Stream, StreamExt as _};
+use futures::{Stream, StreamExt as _, future::BoxFuture};
 use kube::{
     Resource,
     runtime::{
@@ -74,11 +74,10 @@ pub fn retry_delay(failures_in_a_row: u32) -> Duration {
         .min(RETRY_BACKOFF_CAP)
 }
 
-/// One controller: its name (the `controller` metric label, and the span
-/// name `reconcile_<name>` unless it brings its own span), its metrics and
-/// how it debounces triggers.
+/// One controller: its metrics (whose `controller` label names it, and
+/// names its span `reconcile_<name>` unless it brings its own span) and how
+/// it debounces triggers.
 pub struct Controller<K> {
-    name: &'static str,
     metrics: ControllerMetrics,
     span: Option<fn(&K) -> Span>,
     debounce: Duration,
@@ -88,10 +87,9 @@ impl<K> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
 {
-    /// A controller named `name`, recording its reconciles in `metrics`.
-    pub fn new(name: &'static str, metrics: ControllerMetrics) -> Self {
+    /// A controller recording its reconciles in `metrics`.
+    pub fn new(metrics: ControllerMetrics) -> Self {
         Self {
-            name,
             metrics,
             span: None,
             debounce: Duration::ZERO,
@@ -116,20 +114,25 @@ where
     /// Reconciles the objects `triggers` names (when `store` holds them),
     /// and again when a reconcile asks for it or fails, until `shutdown` is
     /// cancelled and the reconciles running then have finished.
-    pub async fn run<C, E, Fut, R>(
+    ///
+    /// The loop is boxed: its type is deep, and a service joining several
+    /// would otherwise exceed the compiler's recursion limit proving it
+    /// `Send`.
+    pub fn run<C, E, Fut, R>(
         self,
         store: Store<K>,
         triggers: impl Stream<Item = ObjectRef<K>> + Send + 'static,
         context: Arc<C>,
         reconcile: R,
         shutdown: CancellationToken,
-    ) where
+    ) -> BoxFuture<'static, ()>
+    where
         C: Send + Sync + 'static,
         R: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: std::error::Error + Categorized + Send + Sync + 'static,
     {
-        let name = self.name;
+        let name = self.metrics.name().to_owned();
         let debounce = self.debounce;
         let this = Arc::new(self);
         let failures = Failures::<K>::default();
@@ -149,7 +152,7 @@ where
                 Action::requeue(failures.failed(ObjectRef::from_obj(object.as_ref()), &store))
             }
         };
-        applier(
+        let stream = applier(
             reconciler,
             error_policy,
             context,
@@ -159,15 +162,16 @@ where
                 .take_until(shutdown.cancelled_owned()),
             Config::default().debounce(debounce),
         )
-        .for_each(|result| async move {
+        .for_each(move |result| {
             if let Err(error) = result {
                 // Not a reconcile failure (those are logged as they happen):
                 // an object named by a trigger but not in the cache, or the
                 // requeue buffer being full.
                 tracing::debug!(controller = name, error = %error, "controller");
             }
-        })
-        .await;
+            std::future::ready(())
+        });
+        Box::pin(stream)
     }
 
     fn span_of(&self, object: &K) -> Span {
@@ -178,8 +182,8 @@ where
                 tracing::info_span!(
                     parent: None,
                     "reconcile",
-                    otel.name = format!("reconcile_{}", self.name),
-                    controller = self.name,
+                    otel.name = format!("reconcile_{}", self.metrics.name()),
+                    controller = self.metrics.name(),
                     k8s.namespace.name = meta.namespace.as_deref().unwrap_or_default(),
                     name = meta.name.as_deref().unwrap_or_default(),
                     trace_id = tracing::field::Empty,
@@ -208,7 +212,7 @@ where
                 let meta = object.meta();
                 tracing::info!(
                     parent: &span,
-                    controller = self.name,
+                    controller = self.metrics.name(),
                     namespace = meta.namespace.as_deref().unwrap_or_default(),
                     name = meta.name.as_deref().unwrap_or_default(),
                     category = error.category(),
@@ -412,7 +416,7 @@ mod tests {
             failing: vec![1, 2, 3, 5],
             ..Seen::default()
         });
-        let run = tokio::spawn(Controller::new("sample", metrics).run(
+        let run = tokio::spawn(Controller::new(metrics).run(
             store,
             trigger_rx,
             seen.clone(),
@@ -471,7 +475,7 @@ mod tests {
         let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
         let started_tx = Arc::new(Mutex::new(Some(started_tx)));
         let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let run = tokio::spawn(Controller::new("sample", metrics).run(
+        let run = tokio::spawn(Controller::new(metrics).run(
             store,
             trigger_rx,
             Arc::new((started_tx, finished.clone())),

@@ -180,6 +180,11 @@ pub struct ControllerMetrics {
 }
 
 impl ControllerMetrics {
+    /// The controller's name: the `controller` label.
+    pub fn name(&self) -> &str {
+        &self.controller
+    }
+
     /// Counts a reconcile run and starts timing it; the duration is recorded
     /// when the returned timer is dropped or [`ReconcileTimer::failed`] is called.
     pub fn start(&self) -> ReconcileTimer<'_> {

@@ -18,13 +18,13 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 use futures::{StreamExt, channel::mpsc};
 use kube::{
     Api, Client, ResourceExt,
-    runtime::{self, WatchStreamExt, applier, controller::Action, reflector::ObjectRef, watcher},
+    runtime::{WatchStreamExt, controller::Action, reflector::ObjectRef, watcher},
 };
 use olm_api::{
     catalog_source::CatalogSource, install_plan::InstallPlan, operator_group::OperatorGroup,
 };
 use olm_bus::{Bus, ConnectionState, WorkItem, WorkQueueOptions, events::BundleUnpackRequest};
-use olm_runtime::{admin::Readiness, cache};
+use olm_runtime::{admin::Readiness, cache, controller::Controller};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -56,11 +56,6 @@ pub const QUEUE_PROGRESS_INTERVAL: Duration = Duration::from_secs(20);
 /// How long a request that cannot be handled now waits to be delivered
 /// again.
 pub const QUEUE_REDELIVERY_DELAY: Duration = Duration::from_secs(2);
-/// The first delay of a failing watch reconcile; doubled, up to
-/// [`RETRY_BACKOFF_CAP`].
-pub const RETRY_BACKOFF_BASE: Duration = Duration::from_millis(500);
-/// The longest delay between retries of a failing watch reconcile.
-pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(60);
 
 const CACHE_POLL: Duration = Duration::from_millis(50);
 
@@ -113,37 +108,6 @@ impl UnpackerConfig {
 struct Context {
     worker: Arc<Worker>,
     watch_enabled: watch::Receiver<bool>,
-    failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
-}
-
-impl Context {
-    fn backoff(&self, key: String) -> Duration {
-        let mut failures = self
-            .failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let count = failures.entry(key).or_insert(0);
-        *count = count.saturating_add(1);
-        let factor = 2u32.saturating_pow(count.saturating_sub(1).min(16));
-        RETRY_BACKOFF_BASE
-            .saturating_mul(factor)
-            .min(RETRY_BACKOFF_CAP)
-    }
-
-    fn succeeded(&self, key: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(key);
-    }
-}
-
-fn plan_key(plan: &InstallPlan) -> String {
-    format!(
-        "{}/{}",
-        plan.metadata.namespace.as_deref().unwrap_or_default(),
-        plan.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 /// Runs the service until `shutdown` is cancelled: caches (readiness gates
@@ -207,7 +171,6 @@ pub async fn run(
     let context = Arc::new(Context {
         worker: worker.clone(),
         watch_enabled,
-        failures: std::sync::Mutex::new(std::collections::HashMap::new()),
     });
     let plans = install_plans.store.clone();
     let reflectors =
@@ -252,25 +215,15 @@ pub async fn run(
                 }
             };
             let wanted = config.clone();
-            let watch_loop = applier(
-                |plan, context| Box::pin(reconcile(plan, context)),
-                |plan: Arc<InstallPlan>, error: &unpack::Error, context: Arc<Context>| {
-                    tracing::warn!(plan = plan_key(&plan), error = %error, category = error.category(), "unpack failed; retrying");
-                    Action::requeue(context.backoff(plan_key(&plan)))
-                },
-                context.clone(),
+            let watch_loop = Controller::new(worker.metrics.watch_reconciles.clone()).run(
                 plans.clone(),
-                plan_rx
-                    .filter(move |r| std::future::ready(wanted.watches(r.namespace.as_deref().unwrap_or_default())))
-                    .map(Ok::<_, std::convert::Infallible>)
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default(),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "installplan watch");
-                }
-            });
+                plan_rx.filter(move |r| {
+                    std::future::ready(wanted.watches(r.namespace.as_deref().unwrap_or_default()))
+                }),
+                context.clone(),
+                reconcile,
+                shutdown.clone(),
+            );
             let queue_loop = consume_queue(worker, shutdown.clone());
             futures::join!(watch_loop, queue_loop, leadership);
         }
@@ -302,7 +255,6 @@ async fn reconcile(plan: Arc<InstallPlan>, context: Arc<Context>) -> Result<Acti
     due_jobs.sort();
     due_jobs.dedup();
     if due_jobs.is_empty() {
-        context.succeeded(&plan_key(&plan));
         return Ok(Action::requeue(next));
     }
     // Work found through the watch joins the plan's trace, as work that
@@ -332,7 +284,6 @@ async fn reconcile(plan: Arc<InstallPlan>, context: Arc<Context>) -> Result<Acti
             Progress::WaitUntil(at) => next = next.min(until(at, jiff::Timestamp::now())),
         }
     }
-    context.succeeded(&plan_key(&plan));
     Ok(Action::requeue(next))
 }
 

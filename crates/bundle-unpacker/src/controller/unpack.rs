@@ -70,6 +70,12 @@ impl Error {
     }
 }
 
+impl olm_runtime::controller::Categorized for Error {
+    fn category(&self) -> &'static str {
+        Error::category(self)
+    }
+}
+
 fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     let action = action.into();
     move |source| Error::Kube { action, source }

@@ -103,6 +103,13 @@ async fn a_pending_lookup_becomes_a_config_map_owned_by_its_catalog() {
         "{}",
         unpacker.metrics_text()
     );
+    assert!(
+        unpacker
+            .metrics_text()
+            .contains("bundle_unpacker_reconcile_runs_total{controller=\"installplan\"}"),
+        "the watch's reconciles are counted: {}",
+        unpacker.metrics_text()
+    );
 
     // Resyncs find the content stored and pull nothing more.
     tokio::time::sleep(Duration::from_secs(3)).await;

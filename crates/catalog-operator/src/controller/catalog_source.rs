@@ -28,6 +28,7 @@ use olm_bus::events::CatalogUpdated;
 use olm_runtime::apply;
 
 use super::{Context, FIELD_MANAGER, NOT_READY_RECHECK, promotion};
+use crate::Error;
 
 /// How long after a registry pod was replaced its content is not trusted to
 /// come from the new pod: the old one's 1 s grace period and kube-proxy's
@@ -39,28 +40,7 @@ use crate::decide::{
     promotion as guard,
 };
 
-/// Why a CatalogSource reconcile failed; it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A request to the API server failed.
-    #[error("{action}: {source}")]
-    Kube {
-        /// What was being done.
-        action: String,
-        /// The failure.
-        #[source]
-        source: kube::Error,
-    },
-    /// An apply helper failed.
-    #[error(transparent)]
-    Apply(#[from] olm_runtime::Error),
-}
-
-fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
-    let action = action.into();
-    move |source| Error::Kube { action, source }
-}
-
+/// `namespace/name`, for log lines.
 fn key(catalog: &CatalogSource) -> String {
     format!(
         "{}/{}",
@@ -69,24 +49,12 @@ fn key(catalog: &CatalogSource) -> String {
     )
 }
 
-/// Retries a failed reconcile with capped exponential backoff.
-pub(crate) fn error_policy(
-    catalog: Arc<CatalogSource>,
-    error: &Error,
-    context: Arc<Context>,
-) -> Action {
-    tracing::warn!(catalog = key(&catalog), error = %error, "reconcile failed");
-    Action::requeue(context.backoff(key(&catalog)))
-}
-
 /// Reconciles one CatalogSource.
 pub(crate) async fn reconcile(
     catalog: Arc<CatalogSource>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
-    let action = sync(&catalog, &context).await?;
-    context.succeeded(&key(&catalog));
-    Ok(action)
+    sync(&catalog, &context).await
 }
 
 fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
@@ -155,7 +123,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
         let patch = serde_json::json!({ "spec": { "image": image } });
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(kube_error(format!(
+            .map_err(Error::kube(format!(
                 "writing the resolved image of {namespace}/{name}"
             )))?;
         // The change comes back through the watch.
@@ -231,7 +199,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
                     return Ok(Action::requeue(NOT_READY_RECHECK));
                 }
                 Err(error) => {
-                    return Err(kube_error(format!(
+                    return Err(Error::kube(format!(
                         "reading configmap {namespace}/{config_map}"
                     ))(error));
                 }
@@ -438,7 +406,7 @@ async fn delete_pod(api: &Api<Pod>, name: &str, grace_seconds: u32) -> Result<()
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(response)) if response.code == 404 => Ok(()),
-        Err(error) => Err(kube_error(format!("deleting registry pod {name}"))(error)),
+        Err(error) => Err(Error::kube(format!("deleting registry pod {name}"))(error)),
     }
 }
 
@@ -497,7 +465,7 @@ async fn start_update_pod(
     pod_api
         .create(&PostParams::default(), &pod)
         .await
-        .map_err(kube_error(format!(
+        .map_err(Error::kube(format!(
             "creating the update pod of {}/{name}",
             catalog.metadata.namespace.as_deref().unwrap_or_default()
         )))?;
@@ -704,7 +672,7 @@ async fn run_registry(
                 &Patch::Merge(&patch),
             )
             .await
-            .map_err(kube_error(format!(
+            .map_err(Error::kube(format!(
                 "promoting the update pod of {namespace}/{name}"
             )))?;
         promoted = true;
@@ -765,7 +733,7 @@ async fn run_registry(
         pod_api
             .create(&PostParams::default(), &fresh)
             .await
-            .map_err(kube_error(format!(
+            .map_err(Error::kube(format!(
                 "creating the registry pod of {namespace}/{name}"
             )))?;
         created = true;

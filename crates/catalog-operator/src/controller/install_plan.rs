@@ -27,35 +27,13 @@ use olm_runtime::{apply, impersonation::install_client};
 use tracing::Instrument as _;
 
 use super::{Context, FIELD_MANAGER};
+use crate::Error;
 use crate::decide::install_plan::{self as decide, Execution, PlanAction};
 
-/// Why an InstallPlan reconcile failed; it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Writing the plan's status failed.
-    #[error(transparent)]
-    Apply(#[from] olm_runtime::Error),
-}
-
-fn key(plan: &InstallPlan) -> String {
-    format!(
-        "{}/{}",
-        plan.metadata.namespace.as_deref().unwrap_or_default(),
-        plan.name_any()
-    )
-}
-
-/// Retries a failed reconcile with capped exponential backoff.
-pub(crate) fn error_policy(plan: Arc<InstallPlan>, error: &Error, context: Arc<Context>) -> Action {
-    tracing::warn!(plan = key(&plan), error = %error, "reconcile failed");
-    Action::requeue(context.backoff(key(&plan)))
-}
-
-/// Reconciles one InstallPlan.
-pub(crate) async fn reconcile(
-    plan: Arc<InstallPlan>,
-    context: Arc<Context>,
-) -> Result<Action, Error> {
+/// The span of one InstallPlan reconcile: while the plan is being carried
+/// out its reconciles belong to the install's trace; a resync of a finished
+/// plan is linked to it.
+pub(crate) fn span(plan: &InstallPlan) -> tracing::Span {
     let span = tracing::info_span!(
         parent: None,
         "reconcile_installplan",
@@ -63,24 +41,21 @@ pub(crate) async fn reconcile(
         olm.installplan = %plan.name_any(),
         trace_id = tracing::field::Empty,
     );
-    // While the plan is being carried out its reconciles belong to the
-    // install's trace; a resync of a finished plan is linked to it.
     let in_flight = plan.status.as_ref().is_none_or(|s| !decide::terminal(s));
     olm_trace::follow(
         &span,
         Some(plan.annotations()),
         olm_trace::Handoff::while_in_flight(in_flight),
     );
-    olm_runtime::telemetry::record_trace_id(&span);
-    let action = match sync(&plan, &context).instrument(span.clone()).await {
-        Ok(action) => action,
-        Err(error) => {
-            olm_trace::record_error(&span, &error);
-            return Err(error);
-        }
-    };
-    context.succeeded(&key(&plan));
-    Ok(action)
+    span
+}
+
+/// Reconciles one InstallPlan.
+pub(crate) async fn reconcile(
+    plan: Arc<InstallPlan>,
+    context: Arc<Context>,
+) -> Result<Action, Error> {
+    sync(&plan, &context).await
 }
 
 async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {

@@ -16,7 +16,7 @@ pub mod subscription;
 
 pub use promotion::ContentDial;
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use futures::{StreamExt, channel::mpsc};
 use k8s_openapi::api::{
@@ -27,7 +27,6 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     core::PartialObjectMeta,
     runtime::{
-        self, applier,
         reflector::{ObjectRef, Store},
         watcher,
     },
@@ -41,6 +40,7 @@ use olm_runtime::{
     admin::Readiness,
     apply::FieldManager,
     cache::{self, Reflector},
+    controller::Controller,
     service_address::{AddressResolver, ServiceLookup},
 };
 use serde::de::DeserializeOwned;
@@ -63,12 +63,6 @@ pub const NOT_READY_RECHECK: Duration = Duration::from_secs(10);
 /// How often a READY registry is checked again by default, so a registry
 /// that goes away shows in status within this time.
 pub const READY_RECHECK: Duration = Duration::from_secs(30);
-
-/// The first delay of a failing reconcile; doubled on every further failure.
-pub const RETRY_BACKOFF_BASE: Duration = Duration::from_millis(500);
-
-/// The longest delay between retries of a failing reconcile.
-pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(60);
 
 const CACHE_POLL: Duration = Duration::from_millis(50);
 
@@ -108,6 +102,21 @@ fn requeue_namespace<K: Resource>(
     if let Some(namespace) = object.meta().namespace.as_deref() {
         let _ = sender.unbounded_send(ObjectRef::new(namespace));
     }
+}
+
+/// The triggers of objects in namespaces this service watches: the others
+/// are never reconciled.
+fn watched<K>(
+    config: &ControllerConfig,
+    triggers: mpsc::UnboundedReceiver<ObjectRef<K>>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + 'static,
+{
+    let config = config.clone();
+    triggers.filter(move |object| {
+        std::future::ready(config.watches(object.namespace.as_deref().unwrap_or_default()))
+    })
 }
 
 fn namespaced_trigger<K>(
@@ -230,33 +239,8 @@ pub(crate) struct Context {
     pub(crate) metrics: crate::metrics::CatalogMetrics,
     /// The cluster's version, for `olm.catalogImageTemplate`.
     pub(crate) kube_version: KubeVersion,
-    pub(crate) failures: std::sync::Mutex<HashMap<String, u32>>,
     /// The promotion guard's memory of each guarded catalog.
     pub(crate) guard: promotion::Memory,
-}
-
-impl Context {
-    /// The delay before retrying `key` after one more failure.
-    pub(crate) fn backoff(&self, key: String) -> Duration {
-        let mut failures = self
-            .failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let count = failures.entry(key).or_insert(0);
-        *count = count.saturating_add(1);
-        let factor = 2u32.saturating_pow(count.saturating_sub(1).min(16));
-        RETRY_BACKOFF_BASE
-            .saturating_mul(factor)
-            .min(RETRY_BACKOFF_CAP)
-    }
-
-    /// Forgets the failures of `key` after a successful reconcile.
-    pub(crate) fn succeeded(&self, key: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(key);
-    }
 }
 
 /// The catalog a managed registry object belongs to: its
@@ -478,7 +462,6 @@ pub async fn run(
         bus,
         metrics,
         kube_version,
-        failures: std::sync::Mutex::new(HashMap::new()),
         guard,
     });
 
@@ -518,83 +501,55 @@ pub async fn run(
             for plan in context.caches.install_plans.state() {
                 let _ = plan_tx.unbounded_send(ObjectRef::from_obj(plan.as_ref()));
             }
-            let wanted = context.config.clone();
-            let catalog_loop = applier(
-                |catalog, context| Box::pin(catalog_source::reconcile(catalog, context)),
-                catalog_source::error_policy,
-                context.clone(),
+            let metrics = &context.metrics;
+            let catalog_loop = Controller::new(metrics.catalog_source_reconciles.clone()).run(
                 context.caches.catalogs.clone(),
-                catalog_rx
-                    .filter(move |r| {
-                        std::future::ready(
-                            wanted.watches(r.namespace.as_deref().unwrap_or_default()),
-                        )
-                    })
-                    .map(Ok::<_, std::convert::Infallible>)
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default(),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "catalogsource controller");
-                }
-            });
-            let wanted = context.config.clone();
-            let plan_loop = applier(
-                |plan, context| Box::pin(install_plan::reconcile(plan, context)),
-                install_plan::error_policy,
+                watched(&context.config, catalog_rx),
                 context.clone(),
-                context.caches.install_plans.clone(),
-                plan_rx
-                    .filter(move |r| {
-                        std::future::ready(
-                            wanted.watches(r.namespace.as_deref().unwrap_or_default()),
-                        )
-                    })
-                    .map(Ok::<_, std::convert::Infallible>)
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default(),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "installplan controller");
-                }
-            });
+                catalog_source::reconcile,
+                shutdown.clone(),
+            );
+            let plan_loop = Controller::new(metrics.install_plan_reconciles.clone())
+                .span(install_plan::span)
+                .run(
+                    context.caches.install_plans.clone(),
+                    watched(&context.config, plan_rx),
+                    context.clone(),
+                    install_plan::reconcile,
+                    shutdown.clone(),
+                );
             let wanted = context.config.clone();
             let subscriptions = context.caches.subscriptions.clone();
-            let namespace_loop = applier(
-                |namespace, context| Box::pin(subscription::reconcile(namespace, context)),
-                subscription::error_policy,
-                context.clone(),
-                context.caches.namespaces.clone(),
-                ns_rx
-                    .flat_map(move |r| {
-                        // The global catalog namespace changed: every
-                        // namespace with a Subscription resolves again.
-                        let names: Vec<String> = if r.name == ALL_NAMESPACES {
-                            let mut names: Vec<String> = subscriptions
-                                .state()
-                                .iter()
-                                .filter_map(|s| s.metadata.namespace.clone())
-                                .collect();
-                            names.sort();
-                            names.dedup();
-                            names
-                        } else {
-                            vec![r.name]
-                        };
-                        futures::stream::iter(names)
-                    })
-                    .filter(move |name| std::future::ready(wanted.watches(name)))
-                    .map(|name| Ok::<_, std::convert::Infallible>(ObjectRef::new(&name)))
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default().debounce(RESOLVE_DEBOUNCE),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "resolution");
-                }
-            });
+            let namespaces = ns_rx
+                .flat_map(move |r| {
+                    // The global catalog namespace changed: every namespace
+                    // with a Subscription resolves again.
+                    let names: Vec<String> = if r.name == ALL_NAMESPACES {
+                        let mut names: Vec<String> = subscriptions
+                            .state()
+                            .iter()
+                            .filter_map(|s| s.metadata.namespace.clone())
+                            .collect();
+                        names.sort();
+                        names.dedup();
+                        names
+                    } else {
+                        vec![r.name]
+                    };
+                    futures::stream::iter(names)
+                })
+                .filter(move |name| std::future::ready(wanted.watches(name)))
+                .map(|name| ObjectRef::new(&name));
+            let namespace_loop = Controller::new(metrics.resolution_reconciles.clone())
+                .span(subscription::span)
+                .debounce(RESOLVE_DEBOUNCE)
+                .run(
+                    context.caches.namespaces.clone(),
+                    namespaces,
+                    context.clone(),
+                    subscription::reconcile,
+                    shutdown.clone(),
+                );
             futures::join!(catalog_loop, plan_loop, namespace_loop);
         }
     };

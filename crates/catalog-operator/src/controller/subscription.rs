@@ -36,49 +36,13 @@ use sha2::{Digest, Sha256};
 use tracing::Instrument as _;
 
 use super::{Context, FIELD_MANAGER};
+use crate::Error;
 use olm_plan::steps::{self, BundleContent, BundleSource};
 
 use crate::decide::{
     install_plan as plan_rules,
     subscription::{self as rules, CatalogHealth},
 };
-
-/// Why a resolution pass failed; it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A request to the API server failed.
-    #[error("{action}: {source}")]
-    Kube {
-        /// What was being done.
-        action: String,
-        /// The failure.
-        #[source]
-        source: kube::Error,
-    },
-    /// A status write failed.
-    #[error(transparent)]
-    Apply(#[from] olm_runtime::Error),
-    /// A registry could not be read.
-    #[error("reading catalog {catalog}: {source}")]
-    Registry {
-        /// The catalog.
-        catalog: String,
-        /// The failure.
-        #[source]
-        source: olm_registry::ClientError,
-    },
-    /// A resolved catalog has no connection (it stopped answering since).
-    #[error("catalog {catalog} is not connected")]
-    NotConnected {
-        /// The catalog.
-        catalog: String,
-    },
-}
-
-fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
-    let action = action.into();
-    move |source| Error::Kube { action, source }
-}
 
 /// Reason of the Warning event on a CatalogSource whose content could not
 /// be read while resolving (it is then treated as unhealthy).
@@ -87,14 +51,16 @@ pub const CATALOG_UNREADABLE: &str = "CatalogSourceUnreadable";
 /// How long to wait before resolving again after an error that may pass.
 pub const RESOLUTION_RETRY: Duration = Duration::from_secs(30);
 
-/// Retries a failed pass with capped exponential backoff.
-pub(crate) fn error_policy(
-    namespace: Arc<Namespace>,
-    error: &Error,
-    context: Arc<Context>,
-) -> Action {
-    tracing::warn!(namespace = namespace.name_any(), error = %error, "resolution pass failed");
-    Action::requeue(context.backoff(format!("namespace/{}", namespace.name_any())))
+/// The span of one namespace's resolution pass: each pass is a trace of
+/// its own; the pass that writes an InstallPlan starts the install's trace,
+/// which the plan carries on.
+pub(crate) fn span(namespace: &Namespace) -> tracing::Span {
+    tracing::info_span!(
+        parent: None,
+        "resolve",
+        k8s.namespace.name = %namespace.name_any(),
+        trace_id = tracing::field::Empty,
+    )
 }
 
 /// Runs the resolution pass of one namespace.
@@ -102,25 +68,7 @@ pub(crate) async fn reconcile(
     namespace: Arc<Namespace>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
-    let name = namespace.name_any();
-    // Each pass is a trace of its own; the pass that writes an InstallPlan
-    // starts the install's trace, which the plan carries on.
-    let span = tracing::info_span!(
-        parent: None,
-        "resolve",
-        k8s.namespace.name = %name,
-        trace_id = tracing::field::Empty,
-    );
-    olm_runtime::telemetry::record_trace_id(&span);
-    let action = match sync(&name, &context).instrument(span.clone()).await {
-        Ok(action) => action,
-        Err(error) => {
-            olm_trace::record_error(&span, &error);
-            return Err(error);
-        }
-    };
-    context.succeeded(&format!("namespace/{name}"));
-    Ok(action)
+    sync(&namespace.name_any(), &context).await
 }
 
 fn in_namespace<K: Resource<DynamicType = ()> + Clone>(
@@ -807,7 +755,7 @@ async fn ensure_plan(
         resolved,
     } = spec;
     let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
-    if let Some(found) = api.get_opt(name).await.map_err(kube_error(format!(
+    if let Some(found) = api.get_opt(name).await.map_err(Error::kube(format!(
         "reading InstallPlan {namespace}/{name}"
     )))? {
         return Ok(found);
@@ -853,10 +801,10 @@ async fn ensure_plan(
     })?;
     match api.create(&PostParams::default(), &plan).await {
         Ok(created) => Ok(created),
-        Err(kube::Error::Api(r)) if r.code == 409 => api.get(name).await.map_err(kube_error(
+        Err(kube::Error::Api(r)) if r.code == 409 => api.get(name).await.map_err(Error::kube(
             format!("reading InstallPlan {namespace}/{name}"),
         )),
-        Err(error) => Err(kube_error(format!(
+        Err(error) => Err(Error::kube(format!(
             "creating InstallPlan {namespace}/{name}"
         ))(error)),
     }
@@ -934,7 +882,7 @@ async fn delete_failure_record(
     let name = olm_catalog::unpacked::config_map_name(&lookup.path);
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(context.client.clone(), catalog_namespace);
-    let Some(record) = api.get_opt(&name).await.map_err(kube_error(format!(
+    let Some(record) = api.get_opt(&name).await.map_err(Error::kube(format!(
         "reading ConfigMap {catalog_namespace}/{name}"
     )))?
     else {
@@ -955,7 +903,7 @@ async fn delete_failure_record(
     match api.delete(&name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(r)) if r.code == 404 || r.code == 409 => Ok(()),
-        Err(error) => Err(kube_error(format!(
+        Err(error) => Err(Error::kube(format!(
             "deleting ConfigMap {catalog_namespace}/{name}"
         ))(error)),
     }

@@ -117,6 +117,19 @@ async fn an_address_catalog_reports_its_connection() {
         "{}",
         operator.metrics_text()
     );
+    // The reconciles ran through the shared controller loop, which counts
+    // them per controller.
+    let runs = operator
+        .metrics_text()
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(
+                "catalog_operator_reconcile_runs_total{controller=\"catalogsource\"} ",
+            )
+            .and_then(|value| value.trim().parse::<f64>().ok())
+        })
+        .unwrap_or_default();
+    assert!(runs >= 1.0, "{}", operator.metrics_text());
 
     // The registry goes away: the status says so within the recheck.
     server.shutdown().await.unwrap();

@@ -24,7 +24,6 @@ use olm_api::{
     operator_group::OperatorGroup,
 };
 use olm_runtime::apply::apply_status;
-use tracing::Instrument;
 
 use super::{Context, FIELD_MANAGER, install};
 use crate::{
@@ -69,23 +68,11 @@ fn kube_error(
     }
 }
 
-fn key(csv: &ClusterServiceVersion) -> String {
-    format!(
-        "csv/{}/{}",
-        csv.metadata.namespace.as_deref().unwrap_or_default(),
-        csv.name_any()
-    )
-}
-
-/// Reconciles one CSV.
-pub(crate) async fn reconcile(
-    csv: Arc<ClusterServiceVersion>,
-    context: Arc<Context>,
-) -> Result<Action, Error> {
-    let namespace = csv.metadata.namespace.clone().unwrap_or_default();
-    if !context.config.watches(&namespace) {
-        return Ok(Action::await_change());
-    }
+/// The span of one CSV reconcile: until the CSV has succeeded or failed,
+/// its reconciles belong to the install's trace (annotated by
+/// catalog-operator); later resyncs are linked to it.
+pub(crate) fn span(csv: &ClusterServiceVersion) -> tracing::Span {
+    let namespace = csv.metadata.namespace.as_deref().unwrap_or_default();
     let phase = csv_status::phase_of(&csv.status.clone().unwrap_or_default());
     let span = tracing::info_span!(
         parent: None,
@@ -98,43 +85,24 @@ pub(crate) async fn reconcile(
         olm.csv.phase.written = tracing::field::Empty,
         trace_id = tracing::field::Empty,
     );
-    // Until the CSV has succeeded or failed, its reconciles belong to the
-    // install's trace (annotated by catalog-operator); later resyncs are
-    // linked to it.
     olm_trace::follow(
         &span,
         Some(csv.annotations()),
         olm_trace::Handoff::while_in_flight(csv_status::installing(&phase)),
     );
-    olm_runtime::telemetry::record_trace_id(&span);
-    let timer = context.metrics.csv_reconciles.start();
-    let result = sync(&csv, &context).instrument(span.clone()).await;
-    match &result {
-        Ok(_) => context.succeeded(&key(&csv)),
-        Err(error) => {
-            olm_trace::record_error(&span, error);
-            tracing::info!(
-                namespace,
-                name = csv.name_any(),
-                error = error as &dyn std::error::Error,
-                "csv sync did not finish"
-            );
-            timer.failed(error.category());
-        }
-    }
+    span
+}
+
+/// Reconciles one CSV (of a watched namespace).
+pub(crate) async fn reconcile(
+    csv: Arc<ClusterServiceVersion>,
+    context: Arc<Context>,
+) -> Result<Action, Error> {
+    let result = sync(&csv, &context).await;
     context
         .metrics
         .set_csv_count(context.caches.csvs.state().len());
     result
-}
-
-/// The delay before a failed reconcile is retried (capped exponential).
-pub(crate) fn error_policy(
-    csv: Arc<ClusterServiceVersion>,
-    _error: &Error,
-    context: Arc<Context>,
-) -> Action {
-    Action::requeue(context.backoff(key(&csv)))
 }
 
 /// The observed world of one CSV, owned, so the observation can borrow it.

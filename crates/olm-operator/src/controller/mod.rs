@@ -63,7 +63,7 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     core::PartialObjectMeta,
     runtime::{
-        self, WatchStreamExt, applier,
+        WatchStreamExt,
         reflector::{ObjectRef, Store},
         watcher,
     },
@@ -73,7 +73,7 @@ use olm_api::{
     operator_condition::OperatorCondition, operator_group::OperatorGroup,
     subscription::Subscription,
 };
-use olm_runtime::{admin::Readiness, apply::FieldManager};
+use olm_runtime::{admin::Readiness, apply::FieldManager, controller::Controller};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -87,12 +87,6 @@ pub const EVENT_REPORTER: &str = "olm-operator";
 
 /// Upstream's default resync period (`--interval`).
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(5 * 60);
-
-/// The first delay of a failing reconcile; doubled on every further failure.
-pub const RETRY_BACKOFF_BASE: Duration = Duration::from_millis(500);
-
-/// The longest delay between retries of a failing reconcile.
-pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(60);
 
 /// How often the controllers check whether every cache is warm before they
 /// start.
@@ -205,32 +199,21 @@ pub(crate) struct Context {
     pub(crate) olm_config_requeue: mpsc::UnboundedSender<()>,
     /// Requests to compute an Operator's components again, by name.
     pub(crate) operator_requeue: mpsc::UnboundedSender<String>,
-    /// Consecutive failures per object, for capped exponential backoff.
-    pub(crate) failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
 
-impl Context {
-    /// The delay before retrying `key` after one more failure.
-    pub(crate) fn backoff(&self, key: String) -> Duration {
-        let mut failures = self
-            .failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let count = failures.entry(key).or_insert(0);
-        *count = count.saturating_add(1);
-        let factor = 2u32.saturating_pow(count.saturating_sub(1).min(16));
-        RETRY_BACKOFF_BASE
-            .saturating_mul(factor)
-            .min(RETRY_BACKOFF_CAP)
-    }
-
-    /// Forgets the failures of `key` after a successful reconcile.
-    pub(crate) fn succeeded(&self, key: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(key);
-    }
+/// The triggers of objects in namespaces this service watches: the others
+/// are never reconciled.
+fn watched<K>(
+    config: &ControllerConfig,
+    triggers: mpsc::UnboundedReceiver<ObjectRef<K>>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + 'static,
+{
+    let config = config.clone();
+    triggers.filter(move |object| {
+        std::future::ready(config.watches(object.namespace.as_deref().unwrap_or_default()))
+    })
 }
 
 fn requeue_csvs<'a>(
@@ -578,7 +561,6 @@ pub async fn run(
         copy_requeue: copy_tx,
         olm_config_requeue: olm_config_tx,
         operator_requeue: operator_tx,
-        failures: std::sync::Mutex::default(),
     });
 
     let controllers = {
@@ -611,100 +593,58 @@ pub async fn run(
             }
             let _ = context.olm_config_requeue.unbounded_send(());
 
-            let csv_loop = applier(
-                |csv, context| Box::pin(csv::reconcile(csv, context)),
-                csv::error_policy,
-                context.clone(),
-                context.caches.csvs.clone(),
-                csv_rx
-                    .map(Ok::<_, std::convert::Infallible>)
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default(),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "csv controller");
-                }
-            });
-            let copy_loop = applier(
-                |csv, context| Box::pin(targets::reconcile(csv, context)),
-                targets::error_policy,
-                context.clone(),
-                context.caches.csvs.clone(),
-                copy_rx
-                    .map(Ok::<_, std::convert::Infallible>)
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default().debounce(COPY_DEBOUNCE),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "copied csv controller");
-                }
-            });
-            let og_loop = applier(
-                |group, context| Box::pin(operator_group::reconcile(group, context)),
-                operator_group::error_policy,
-                context.clone(),
+            let config = &context.config;
+            let metrics = &context.metrics;
+            let csv_loop = Controller::new(metrics.csv_reconciles.clone())
+                .span(csv::span)
+                .run(
+                    context.caches.csvs.clone(),
+                    watched(config, csv_rx),
+                    context.clone(),
+                    csv::reconcile,
+                    shutdown.clone(),
+                );
+            let copy_loop = Controller::new(metrics.target_reconciles.clone())
+                .debounce(COPY_DEBOUNCE)
+                .run(
+                    context.caches.csvs.clone(),
+                    watched(config, copy_rx),
+                    context.clone(),
+                    targets::reconcile,
+                    shutdown.clone(),
+                );
+            let og_loop = Controller::new(metrics.operator_group_reconciles.clone()).run(
                 context.caches.operator_groups.clone(),
-                og_rx
-                    .map(Ok::<_, std::convert::Infallible>)
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default(),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "operatorgroup controller");
-                }
-            });
-            let oc_loop = applier(
-                |condition, context| Box::pin(operator_condition::reconcile(condition, context)),
-                operator_condition::error_policy,
+                watched(config, og_rx),
                 context.clone(),
+                operator_group::reconcile,
+                shutdown.clone(),
+            );
+            let oc_loop = Controller::new(metrics.operator_condition_reconciles.clone()).run(
                 context.caches.operator_conditions.clone(),
-                oc_rx
-                    .map(Ok::<_, std::convert::Infallible>)
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default(),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "operatorcondition controller");
-                }
-            });
-            let olm_config_loop = applier(
-                |config, context| Box::pin(olm_config::reconcile(config, context)),
-                olm_config::error_policy,
+                watched(config, oc_rx),
                 context.clone(),
-                context.caches.olm_configs.clone(),
-                olm_config_rx
-                    .map(|()| {
-                        Ok::<_, std::convert::Infallible>(ObjectRef::new(
-                            olm_api::olm_config::OLM_CONFIG_NAME,
-                        ))
-                    })
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default().debounce(OLM_CONFIG_DEBOUNCE),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "olmconfig controller");
-                }
-            });
-            let operator_loop = applier(
-                |operator, context| Box::pin(operator::reconcile(operator, context)),
-                operator::error_policy,
-                context.clone(),
-                context.caches.operators.clone(),
-                operator_rx
-                    .map(|name| Ok::<_, std::convert::Infallible>(ObjectRef::new(&name)))
-                    .take_until(shutdown.clone().cancelled_owned()),
-                runtime::Config::default().debounce(COPY_DEBOUNCE),
-            )
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(error = %error, "operator controller");
-                }
-            });
+                operator_condition::reconcile,
+                shutdown.clone(),
+            );
+            let olm_config_loop = Controller::new(metrics.olm_config_reconciles.clone())
+                .debounce(OLM_CONFIG_DEBOUNCE)
+                .run(
+                    context.caches.olm_configs.clone(),
+                    olm_config_rx.map(|()| ObjectRef::new(olm_api::olm_config::OLM_CONFIG_NAME)),
+                    context.clone(),
+                    olm_config::reconcile,
+                    shutdown.clone(),
+                );
+            let operator_loop = Controller::new(metrics.operator_reconciles.clone())
+                .debounce(COPY_DEBOUNCE)
+                .run(
+                    context.caches.operators.clone(),
+                    operator_rx.map(|name| ObjectRef::new(&name)),
+                    context.clone(),
+                    operator::reconcile,
+                    shutdown.clone(),
+                );
             let sweep = sweep_dangling_copies(context.clone(), shutdown.clone());
             let rbac_retries = scoped::retry_on_rbac_changes(context.clone(), shutdown.clone());
             futures::join!(

@@ -83,12 +83,3 @@ pub(crate) async fn reconcile(
     }
     Ok(Action::requeue(context.config.resync))
 }
-
-/// The delay before a failed reconcile is retried (capped exponential).
-pub(crate) fn error_policy(
-    _config: Arc<OLMConfig>,
-    _error: &Error,
-    context: Arc<Context>,
-) -> Action {
-    Action::requeue(context.backoff("olmconfig".to_owned()))
-}

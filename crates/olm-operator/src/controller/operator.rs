@@ -14,7 +14,6 @@ use kube::{
 use olm_api::{csv::ClusterServiceVersion, labels, operator::Operator, subscription::Subscription};
 use olm_runtime::apply::{apply, apply_status};
 use serde::{Serialize, de::DeserializeOwned};
-use tracing::Instrument;
 
 use super::{Context, FIELD_MANAGER};
 use crate::{
@@ -218,27 +217,11 @@ pub(crate) async fn reconcile(
     operator: Arc<Operator>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
-    let span = tracing::info_span!("reconcile_operator", name = operator.name_any());
-    olm_runtime::telemetry::record_trace_id(&span);
-    let timer = context.metrics.operator_reconciles.start();
     context
         .metrics
         .reconcile_operator
         .inc("", &operator.name_any());
-    let result = sync(&operator, &context).instrument(span).await;
-    if let Err(error) = &result {
-        timer.failed(error.category());
-    }
-    result
-}
-
-/// The delay before a failed reconcile is retried (capped exponential).
-pub(crate) fn error_policy(
-    operator: Arc<Operator>,
-    _error: &Error,
-    context: Arc<Context>,
-) -> Action {
-    Action::requeue(context.backoff(format!("operator/{}", operator.name_any())))
+    sync(&operator, &context).await
 }
 
 async fn sync(operator: &Operator, context: &Context) -> Result<Action, Error> {

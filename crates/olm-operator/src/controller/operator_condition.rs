@@ -12,7 +12,6 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::{Api, ResourceExt, runtime::controller::Action};
 use olm_api::operator_condition::{OperatorCondition, OperatorConditionStatus};
 use olm_runtime::apply::{apply, apply_status};
-use tracing::Instrument;
 
 use super::{Context, FIELD_MANAGER};
 use crate::{
@@ -22,14 +21,6 @@ use crate::{
         synced_status_conditions,
     },
 };
-
-fn key(condition: &OperatorCondition) -> String {
-    format!(
-        "oc/{}/{}",
-        condition.metadata.namespace.as_deref().unwrap_or_default(),
-        condition.name_any()
-    )
-}
 
 fn runtime(what: &'static str) -> impl FnOnce(olm_runtime::Error) -> Error {
     move |source| Error::Runtime {
@@ -43,36 +34,14 @@ pub(crate) async fn reconcile(
     condition: Arc<OperatorCondition>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
-    let namespace = condition.metadata.namespace.clone().unwrap_or_default();
-    if !context.config.watches(&namespace) || condition.metadata.deletion_timestamp.is_some() {
+    if condition.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let span = tracing::info_span!(
-        "reconcile_operatorcondition",
-        namespace,
-        name = condition.name_any()
+    context.metrics.reconcile_operator_condition.inc(
+        condition.metadata.namespace.as_deref().unwrap_or_default(),
+        &condition.name_any(),
     );
-    olm_runtime::telemetry::record_trace_id(&span);
-    let timer = context.metrics.operator_condition_reconciles.start();
-    context
-        .metrics
-        .reconcile_operator_condition
-        .inc(&namespace, &condition.name_any());
-    let result = sync(&condition, &context).instrument(span).await;
-    match &result {
-        Ok(_) => context.succeeded(&key(&condition)),
-        Err(error) => timer.failed(error.category()),
-    }
-    result
-}
-
-/// The delay before a failed reconcile is retried (capped exponential).
-pub(crate) fn error_policy(
-    condition: Arc<OperatorCondition>,
-    _error: &Error,
-    context: Arc<Context>,
-) -> Action {
-    Action::requeue(context.backoff(key(&condition)))
+    sync(&condition, &context).await
 }
 
 async fn sync(condition: &OperatorCondition, context: &Context) -> Result<Action, Error> {

@@ -16,7 +16,6 @@ use kube::{
 };
 use olm_api::{csv::ClusterServiceVersion, labels, operator_group::OperatorGroup};
 use olm_runtime::apply::{apply, apply_status};
-use tracing::Instrument;
 
 use super::{Context, FIELD_MANAGER, requeue_csvs, scoped};
 use crate::{
@@ -36,53 +35,15 @@ use crate::{
     },
 };
 
-fn key(group: &OperatorGroup) -> String {
-    format!(
-        "og/{}/{}",
-        group.metadata.namespace.as_deref().unwrap_or_default(),
-        group.name_any()
-    )
-}
-
 /// Reconciles one OperatorGroup.
 pub(crate) async fn reconcile(
     group: Arc<OperatorGroup>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
-    let namespace = group.metadata.namespace.clone().unwrap_or_default();
-    if !context.config.watches(&namespace) || group.metadata.deletion_timestamp.is_some() {
+    if group.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let span = tracing::info_span!(
-        "reconcile_operatorgroup",
-        namespace,
-        name = group.name_any()
-    );
-    olm_runtime::telemetry::record_trace_id(&span);
-    let timer = context.metrics.operator_group_reconciles.start();
-    let result = sync(&group, &context).instrument(span).await;
-    match &result {
-        Ok(_) => context.succeeded(&key(&group)),
-        Err(error) => {
-            tracing::info!(
-                namespace,
-                name = group.name_any(),
-                error = error as &dyn std::error::Error,
-                "operatorgroup sync did not finish"
-            );
-            timer.failed(error.category());
-        }
-    }
-    result
-}
-
-/// The delay before a failed reconcile is retried (capped exponential).
-pub(crate) fn error_policy(
-    group: Arc<OperatorGroup>,
-    _error: &Error,
-    context: Arc<Context>,
-) -> Action {
-    Action::requeue(context.backoff(key(&group)))
+    sync(&group, &context).await
 }
 
 async fn sync(group: &OperatorGroup, context: &Context) -> Result<Action, Error> {

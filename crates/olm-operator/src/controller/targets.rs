@@ -22,7 +22,6 @@ use kube::{
 };
 use olm_api::{csv::ClusterServiceVersion, labels, operator_group::OperatorGroup};
 use olm_runtime::apply::apply;
-use tracing::Instrument;
 
 use super::{Context, FIELD_MANAGER};
 use crate::{
@@ -44,14 +43,6 @@ use crate::{
 /// to keep a thousand target namespaces from taking minutes, few enough that
 /// one parent cannot monopolise the API server.
 pub(crate) const COPY_WRITE_CONCURRENCY: usize = 8;
-
-fn key(csv: &ClusterServiceVersion) -> String {
-    format!(
-        "targets/{}/{}",
-        csv.metadata.namespace.as_deref().unwrap_or_default(),
-        csv.name_any()
-    )
-}
 
 fn kube_error(
     action: &'static str,
@@ -78,36 +69,10 @@ pub(crate) async fn reconcile(
     parent: Arc<ClusterServiceVersion>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
-    let namespace = parent.metadata.namespace.clone().unwrap_or_default();
-    if !context.config.watches(&namespace) || is_copied(&parent) {
+    if is_copied(&parent) {
         return Ok(Action::await_change());
     }
-    let span = tracing::info_span!("reconcile_targets", namespace, name = parent.name_any());
-    olm_runtime::telemetry::record_trace_id(&span);
-    let timer = context.metrics.target_reconciles.start();
-    let result = sync(&parent, &context).instrument(span).await;
-    match &result {
-        Ok(_) => context.succeeded(&key(&parent)),
-        Err(error) => {
-            tracing::info!(
-                namespace,
-                name = parent.name_any(),
-                error = error as &dyn std::error::Error,
-                "copy sync did not finish"
-            );
-            timer.failed(error.category());
-        }
-    }
-    result
-}
-
-/// The delay before a failed reconcile is retried (capped exponential).
-pub(crate) fn error_policy(
-    parent: Arc<ClusterServiceVersion>,
-    _error: &Error,
-    context: Arc<Context>,
-) -> Action {
-    Action::requeue(context.backoff(key(&parent)))
+    sync(&parent, &context).await
 }
 
 /// The group `parent` is an active member of, if any.
