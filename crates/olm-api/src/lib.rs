@@ -31,5 +31,6 @@ pub mod operator_hub;
 pub mod ownership;
 pub mod package_manifest;
 pub mod samples;
+pub mod status;
 pub mod subscription;
 pub mod unpack_policy;

@@ -1,5 +1,6 @@
 //! Server-side apply with one field manager per service, the `olm.managed`
-//! label on everything we create, and a NotFound-tolerant delete.
+//! label on everything we create, status writes that fall back to a minimal
+//! status rather than wedge, and a NotFound-tolerant delete.
 //!
 //! Server-side apply makes writes level-triggered: applying the same desired
 //! object twice changes nothing, and the API server records which service
@@ -152,6 +153,98 @@ where
             name: name.to_owned(),
             source: Box::new(source),
         })
+}
+
+/// How [`write_status`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusWrite {
+    /// The status was written as given.
+    Written,
+    /// The API server refused the status as invalid; its minimal form was
+    /// written instead.
+    Minimal,
+    /// The object is gone: nothing was written.
+    Gone,
+}
+
+/// The reason of the Warning event [`write_status`] publishes when a status
+/// is refused.
+pub const STATUS_REJECTED: &str = "StatusRejected";
+
+/// Writes `status` to `object` with server-side apply (ARCHITECTURE rule
+/// 4): a status the API server refuses as invalid (422: an older CRD after a
+/// rollback refusing a newer value, a message past a limit) is logged,
+/// published as a [`STATUS_REJECTED`] Warning event on the object when a
+/// recorder is given, and written again in its minimal form
+/// ([`olm_api::status::MinimalStatus`]), so the controller never wedges on
+/// it. An object deleted meanwhile is not an error.
+pub async fn write_status<K, S>(
+    api: &Api<K>,
+    manager: &FieldManager,
+    object: &K,
+    status: &S,
+    recorder: Option<&crate::events::EventRecorder>,
+) -> Result<StatusWrite>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+    S: Serialize + olm_api::status::MinimalStatus,
+{
+    let name = object.name_any();
+    let refusal = match apply_status(api, manager, &name, status).await {
+        Ok(_) => return Ok(StatusWrite::Written),
+        Err(error) => match status_refusal(&error) {
+            Refusal::Gone => return Ok(StatusWrite::Gone),
+            Refusal::Invalid => error,
+            Refusal::Other => return Err(error),
+        },
+    };
+    tracing::error!(
+        kind = kind_of::<K>(),
+        namespace = object.namespace().unwrap_or_default(),
+        name,
+        error = &refusal as &dyn std::error::Error,
+        "the api server refused the status; writing its minimal form instead"
+    );
+    if let Some(recorder) = recorder
+        && let Err(error) = recorder
+            .warning(
+                &object.object_ref(&()),
+                STATUS_REJECTED,
+                "WriteStatus",
+                &refusal,
+            )
+            .await
+    {
+        tracing::debug!(
+            error = &error as &dyn std::error::Error,
+            "event not published"
+        );
+    }
+    match apply_status(api, manager, &name, &status.minimal()).await {
+        Ok(_) => Ok(StatusWrite::Minimal),
+        Err(error) => match status_refusal(&error) {
+            Refusal::Gone => Ok(StatusWrite::Gone),
+            Refusal::Invalid | Refusal::Other => Err(error),
+        },
+    }
+}
+
+/// What a failed status write means for [`write_status`].
+enum Refusal {
+    Gone,
+    Invalid,
+    Other,
+}
+
+fn status_refusal(error: &Error) -> Refusal {
+    match error {
+        Error::ApplyStatus { source, .. } => match source.as_ref() {
+            kube::Error::Api(status) if status.is_not_found() => Refusal::Gone,
+            kube::Error::Api(status) if status.code == 422 => Refusal::Invalid,
+            _ => Refusal::Other,
+        },
+        _ => Refusal::Other,
+    }
 }
 
 /// Deletes the object named `name` (in the background: dependents are

@@ -119,7 +119,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
     let mut status = original.clone();
 
     if let Some(image) = image_template(catalog, &mut status, context, now) {
-        write_status(&api, &name, &original, &status).await?;
+        write_status(&api, context, catalog, &original, &status).await?;
         let patch = serde_json::json!({ "spec": { "image": image } });
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -136,7 +136,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
             status.reason = Some(CatalogSourceReason::SPEC_INVALID_ERROR);
             status.message = Some(invalid.0);
             context.connections.forget(&namespace, &name);
-            write_status(&api, &name, &original, &status).await?;
+            write_status(&api, context, catalog, &original, &status).await?;
             return Ok(Action::await_change());
         }
     };
@@ -149,7 +149,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
         status.reason = Some(CatalogSourceReason::REGISTRY_NOT_ALLOWED);
         status.message = Some(refused);
         context.connections.forget(&namespace, &name);
-        write_status(&api, &name, &original, &status).await?;
+        write_status(&api, context, catalog, &original, &status).await?;
         return Ok(Action::await_change());
     }
     status.reason = None;
@@ -195,7 +195,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
                     status.message = Some(format!(
                         "failed to get catalog config map {config_map}: configmaps {config_map:?} not found"
                     ));
-                    write_status(&api, &name, &original, &status).await?;
+                    write_status(&api, context, catalog, &original, &status).await?;
                     return Ok(Action::requeue(NOT_READY_RECHECK));
                 }
                 Err(error) => {
@@ -282,7 +282,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
         None => false,
     };
 
-    write_status(&api, &name, &original, &status).await?;
+    write_status(&api, context, catalog, &original, &status).await?;
     let mut next = if ready {
         context.config.resync.min(context.config.ready_recheck)
     } else {
@@ -333,14 +333,22 @@ async fn publish_ready(context: &Context, catalog: &CatalogSource, now: Timestam
 
 async fn write_status(
     api: &Api<CatalogSource>,
-    name: &str,
+    context: &Context,
+    catalog: &CatalogSource,
     original: &CatalogSourceStatus,
     status: &CatalogSourceStatus,
 ) -> Result<(), Error> {
     if original == status {
         return Ok(());
     }
-    apply::apply_status(api, &FIELD_MANAGER, name, status).await?;
+    apply::write_status(
+        api,
+        &FIELD_MANAGER,
+        catalog,
+        status,
+        Some(&context.recorder),
+    )
+    .await?;
     Ok(())
 }
 

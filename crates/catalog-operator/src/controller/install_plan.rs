@@ -81,7 +81,7 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
         Err(refused) => {
             tracing::info!(plan = %format!("{namespace}/{name}"), reason = %refused, "install identity unavailable");
             decide::identity_unavailable(&mut status, &refused.0, now);
-            write_status(context, &namespace, &name, &original, &status).await?;
+            write_status(context, plan, &original, &status).await?;
             return Ok(Action::requeue(
                 Duration::try_from(decide::IDENTITY_RECHECK).unwrap_or(Duration::from_secs(5)),
             ));
@@ -89,7 +89,7 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
     };
     let (action, _) = decide::before_execution(plan, &mut status, now);
     if action == PlanAction::Nothing {
-        write_status(context, &namespace, &name, &original, &status).await?;
+        write_status(context, plan, &original, &status).await?;
         return Ok(Action::await_change());
     }
     persist_lookups(context, &namespace, &name, &mut status, now).await;
@@ -111,7 +111,7 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
         context.config.install_plan_retry_timeout,
         now,
     );
-    write_status(context, &namespace, &name, &original, &status).await?;
+    write_status(context, plan, &original, &status).await?;
     if decide::terminal(&status) {
         Ok(Action::await_change())
     } else {
@@ -128,16 +128,18 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
 
 async fn write_status(
     context: &Context,
-    namespace: &str,
-    name: &str,
+    plan: &InstallPlan,
     original: &InstallPlanStatus,
     status: &InstallPlanStatus,
 ) -> Result<(), Error> {
     if original == status {
         return Ok(());
     }
-    let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
-    apply::apply_status(&api, &FIELD_MANAGER, name, status).await?;
+    let api: Api<InstallPlan> = Api::namespaced(
+        context.client.clone(),
+        plan.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    apply::write_status(&api, &FIELD_MANAGER, plan, status, Some(&context.recorder)).await?;
     Ok(())
 }
 

@@ -102,7 +102,7 @@ async fn write_status(
         context.client.clone(),
         sub.metadata.namespace.as_deref().unwrap_or_default(),
     );
-    apply::apply_status(&api, &FIELD_MANAGER, &sub.name_any(), status).await?;
+    apply::write_status(&api, &FIELD_MANAGER, sub, status, Some(&context.recorder)).await?;
     Ok(())
 }
 
@@ -651,7 +651,14 @@ async fn install(
             .is_none_or(|s| s.plan.is_empty() && s.bundle_lookups.is_empty())
         {
             let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
-            apply::apply_status(&api, &FIELD_MANAGER, &name, &status).await?;
+            apply::write_status(
+                &api,
+                &FIELD_MANAGER,
+                &plan,
+                &status,
+                Some(&context.recorder),
+            )
+            .await?;
         }
         Some(plan)
     };

@@ -22,7 +22,7 @@ use kube::{
 use olm_api::operator_hub::{HubComponentStatus, OperatorHub, OperatorHubStatus};
 use olm_runtime::{
     admin::Readiness,
-    apply::{FieldManager, apply_status},
+    apply::{FieldManager, write_status},
     cache::reflect,
     cluster_operator::{ClusterOperators, GROUP, PLURAL},
 };
@@ -242,6 +242,7 @@ impl Reporter {
                 };
                 let reported: BTreeMap<String, ClusterOperatorStatus> = hub
                     .status
+                    .clone()
                     .map(|status| status.components)
                     .unwrap_or_default()
                     .into_iter()
@@ -272,7 +273,7 @@ impl Reporter {
                             .collect(),
                         ..OperatorHubStatus::default()
                     };
-                    apply_status(hubs, &COMPONENTS_FIELD_MANAGER, name, &status)
+                    write_status(hubs, &COMPONENTS_FIELD_MANAGER, &hub, &status, None)
                         .await
                         .map_err(|source| Error::WriteHubComponents {
                             name: name.clone(),

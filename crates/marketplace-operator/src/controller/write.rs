@@ -18,13 +18,13 @@ use olm_api::{
     labels,
     operator_hub::{HubSourceStatus, OperatorHub, OperatorHubStatus},
 };
-use olm_runtime::apply::apply_status;
+use olm_runtime::apply::write_status;
 use serde_json::json;
 
 use super::{Error, FIELD_MANAGER, Reconciler};
 use crate::decide::{
     compare::merge_patch,
-    plan::{Action, PROMOTION_GUARD_VALUE, minimal_status_sources},
+    plan::{Action, PROMOTION_GUARD_VALUE},
     sources::{MANAGED_BY_ANNOTATION, MANAGED_BY_VALUE},
 };
 
@@ -198,47 +198,15 @@ impl Reconciler {
             sources,
             ..OperatorHubStatus::default()
         };
-        let error = match apply_status(&self.hubs, &FIELD_MANAGER, &name, &status).await {
-            Ok(_) => return Ok(()),
-            Err(error) => error,
-        };
-        let rejected = matches!(
-            &error,
-            olm_runtime::Error::ApplyStatus { source, .. }
-                if matches!(source.as_ref(), kube::Error::Api(response) if response.code == 422)
-        );
-        if !rejected {
-            return Err(Error::WriteStatus {
-                name,
-                source: error,
-            });
-        }
-        tracing::error!(
-            error = &error as &dyn std::error::Error,
-            "the api server rejected the operatorhub status; writing a minimal status instead"
-        );
-        if let Err(event_error) = self
-            .recorder
-            .warning(
-                &hub.object_ref(&()),
-                "StatusRejected",
-                "WriteStatus",
-                &error,
-            )
-            .await
-        {
-            tracing::debug!(
-                error = &event_error as &dyn std::error::Error,
-                "event not published"
-            );
-        }
-        let minimal = OperatorHubStatus {
-            sources: minimal_status_sources(&status.sources),
-            ..OperatorHubStatus::default()
-        };
-        apply_status(&self.hubs, &FIELD_MANAGER, &name, &minimal)
-            .await
-            .map(|_| ())
-            .map_err(|source| Error::WriteStatus { name, source })
+        write_status(
+            &self.hubs,
+            &FIELD_MANAGER,
+            hub,
+            &status,
+            Some(&self.recorder),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::WriteStatus { name, source })
     }
 }

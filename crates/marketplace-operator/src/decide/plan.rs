@@ -290,14 +290,3 @@ pub fn status_sources(plan: &Plan, failures: &BTreeMap<String, String>) -> Vec<H
         })
         .collect()
 }
-
-/// The status an older CRD is most likely to accept when it rejects the full
-/// one: each source's name, `disabled` and status, without messages.
-pub fn minimal_status_sources(full: &[HubSourceStatus]) -> Vec<HubSourceStatus> {
-    full.iter()
-        .map(|source| HubSourceStatus {
-            message: None,
-            ..source.clone()
-        })
-        .collect()
-}

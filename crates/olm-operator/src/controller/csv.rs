@@ -23,7 +23,6 @@ use olm_api::{
     operator_condition::OperatorCondition,
     operator_group::OperatorGroup,
 };
-use olm_runtime::apply::apply_status;
 
 use super::{Context, FIELD_MANAGER, install};
 use crate::{
@@ -620,67 +619,28 @@ async fn write_metadata(
     }
 }
 
-/// Writes the status. A status the API server rejects as invalid (for
-/// example an older CRD's schema refusing a newer value) is logged, surfaced
-/// as a Warning event, and written again with only phase, reason, message and
-/// times, so the controller never wedges on it (ARCHITECTURE rule 4).
+/// Writes the status; a status the API server refuses as invalid is
+/// written in its minimal form instead (ARCHITECTURE rule 4, in
+/// `olm_runtime::apply::write_status`).
 async fn write_status(
     api: &Api<ClusterServiceVersion>,
     context: &Context,
     csv: &ClusterServiceVersion,
     status: &ClusterServiceVersionStatus,
 ) -> Result<(), Error> {
-    let name = csv.name_any();
-    let error = match apply_status(api, &FIELD_MANAGER, &name, status).await {
-        Ok(_) => return Ok(()),
-        Err(error) => error,
-    };
-    match &error {
-        olm_runtime::Error::ApplyStatus { source, .. } => match source.as_ref() {
-            kube::Error::Api(response) if response.is_not_found() => return Ok(()),
-            kube::Error::Api(response) if response.code == 422 => {}
-            _ => {
-                return Err(Error::Runtime {
-                    what: "cannot write csv status",
-                    source: Box::new(error),
-                });
-            }
-        },
-        _ => {
-            return Err(Error::Runtime {
-                what: "cannot write csv status",
-                source: Box::new(error),
-            });
-        }
-    }
-    tracing::error!(
-        error = &error as &dyn std::error::Error,
-        "the api server rejected the csv status; writing a minimal status instead"
-    );
-    context
-        .recorder
-        .warning(
-            &csv.object_ref(&()),
-            "StatusRejected",
-            "WriteStatus",
-            &olm_runtime::events::error_chain(&error),
-        )
-        .await;
-    let minimal = ClusterServiceVersionStatus {
-        phase: status.phase.clone(),
-        reason: status.reason.clone(),
-        message: status.message.clone(),
-        last_update_time: status.last_update_time.clone(),
-        last_transition_time: status.last_transition_time.clone(),
-        ..ClusterServiceVersionStatus::default()
-    };
-    apply_status(api, &FIELD_MANAGER, &name, &minimal)
-        .await
-        .map(|_| ())
-        .map_err(|source| Error::Runtime {
-            what: "cannot write even a minimal csv status",
-            source: Box::new(source),
-        })
+    olm_runtime::apply::write_status(
+        api,
+        &FIELD_MANAGER,
+        csv,
+        status,
+        Some(context.recorder.recorder()),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| Error::Runtime {
+        what: "cannot write csv status",
+        source: Box::new(source),
+    })
 }
 
 async fn delete_namespaced<K>(

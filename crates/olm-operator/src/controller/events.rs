@@ -19,6 +19,11 @@ impl Events {
         }
     }
 
+    /// The recorder itself, for helpers that publish their own events.
+    pub(crate) fn recorder(&self) -> &EventRecorder {
+        &self.recorder
+    }
+
     /// A Normal event with a text note.
     pub(crate) async fn normal(
         &self,

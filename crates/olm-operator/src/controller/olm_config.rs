@@ -12,7 +12,7 @@ use olm_api::{
     conditions, labels,
     olm_config::{OLMConfig, OLMConfigStatus},
 };
-use olm_runtime::apply::apply_status;
+use olm_runtime::apply::write_status;
 
 use super::{Context, FIELD_MANAGER};
 use crate::{
@@ -67,13 +67,14 @@ pub(crate) async fn reconcile(
     let mut status = config.status.clone().unwrap_or_default();
     if conditions::set(&mut status.conditions, wanted, Timestamp::now()) {
         let api: Api<OLMConfig> = Api::all(context.client.clone());
-        apply_status(
+        write_status(
             &api,
             &FIELD_MANAGER,
-            &config.name_any(),
+            &config,
             &OLMConfigStatus {
                 conditions: status.conditions,
             },
+            Some(context.recorder.recorder()),
         )
         .await
         .map_err(|source| Error::Runtime {

@@ -12,7 +12,7 @@ use kube::{
     runtime::{controller::Action, reflector::ObjectRef},
 };
 use olm_api::{csv::ClusterServiceVersion, labels, operator::Operator, subscription::Subscription};
-use olm_runtime::apply::{apply, apply_status};
+use olm_runtime::apply::{apply, write_status};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::{Context, FIELD_MANAGER};
@@ -254,9 +254,15 @@ async fn sync(operator: &Operator, context: &Context) -> Result<Action, Error> {
     let status = operator_status(&label, refs);
     if operator.status.as_ref() != Some(&status) {
         let api: Api<Operator> = Api::all(context.client.clone());
-        apply_status(&api, &FIELD_MANAGER, &name, &status)
-            .await
-            .map_err(runtime("cannot write operator status"))?;
+        write_status(
+            &api,
+            &FIELD_MANAGER,
+            operator,
+            &status,
+            Some(context.recorder.recorder()),
+        )
+        .await
+        .map_err(runtime("cannot write operator status"))?;
     }
     Ok(Action::requeue(context.config.resync))
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::{Api, ResourceExt, runtime::controller::Action};
 use olm_api::operator_condition::{OperatorCondition, OperatorConditionStatus};
-use olm_runtime::apply::{apply, apply_status};
+use olm_runtime::apply::{apply, write_status};
 
 use super::{Context, FIELD_MANAGER};
 use crate::{
@@ -68,11 +68,12 @@ async fn sync(condition: &OperatorCondition, context: &Context) -> Result<Action
     }
     if let Some(conditions) = synced_status_conditions(condition) {
         let api: Api<OperatorCondition> = Api::namespaced(context.client.clone(), &namespace);
-        apply_status(
+        write_status(
             &api,
             &FIELD_MANAGER,
-            &name,
+            condition,
             &OperatorConditionStatus { conditions },
+            Some(context.recorder.recorder()),
         )
         .await
         .map_err(runtime("cannot write operatorcondition status"))?;

@@ -14,8 +14,12 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams},
     runtime::controller::Action,
 };
-use olm_api::{csv::ClusterServiceVersion, labels, operator_group::OperatorGroup};
-use olm_runtime::apply::{apply, apply_status};
+use olm_api::{
+    csv::ClusterServiceVersion,
+    labels,
+    operator_group::{OperatorGroup, OperatorGroupStatus},
+};
+use olm_runtime::apply::{apply, write_status};
 
 use super::{Context, FIELD_MANAGER, requeue_csvs, scoped};
 use crate::{
@@ -101,22 +105,24 @@ async fn sync(group: &OperatorGroup, context: &Context) -> Result<Action, Error>
         } else {
             group.status.as_ref().and_then(|s| s.last_updated.clone())
         };
-        let mut status = serde_json::json!({
-            "namespaces": targets,
-            "lastUpdated": last_updated,
-        });
-        if let Some(reference) = &scoped_status.service_account_ref {
-            status["serviceAccountRef"] = serde_json::json!(reference);
-        }
-        if !scoped_status.conditions.is_empty() {
-            status["conditions"] = serde_json::json!(scoped_status.conditions);
-        }
-        apply_status(&api, &FIELD_MANAGER, &group.name_any(), &status)
-            .await
-            .map_err(|source| Error::Runtime {
-                what: "cannot write operatorgroup status",
-                source: Box::new(source),
-            })?;
+        let status = OperatorGroupStatus {
+            namespaces: targets.clone(),
+            service_account_ref: scoped_status.service_account_ref.clone(),
+            last_updated,
+            conditions: scoped_status.conditions.clone(),
+        };
+        write_status(
+            &api,
+            &FIELD_MANAGER,
+            group,
+            &status,
+            Some(context.recorder.recorder()),
+        )
+        .await
+        .map_err(|source| Error::Runtime {
+            what: "cannot write operatorgroup status",
+            source: Box::new(source),
+        })?;
         if targets_changed {
             tracing::info!(?targets, "operatorgroup targets changed");
         }

@@ -29,7 +29,7 @@ use olm_api::{
     labels,
     operator_group::OperatorGroup,
 };
-use olm_runtime::apply::apply_status;
+use olm_runtime::apply::write_status;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -134,7 +134,15 @@ pub(crate) async fn retry_forbidden_installs(
             "cluster resources changed; retrying a forbidden install"
         );
         let api: Api<ClusterServiceVersion> = Api::namespaced(context.client.clone(), &namespace);
-        if let Err(error) = apply_status(&api, &FIELD_MANAGER, &csv.name_any(), &status).await {
+        if let Err(error) = write_status(
+            &api,
+            &FIELD_MANAGER,
+            &csv,
+            &status,
+            Some(context.recorder.recorder()),
+        )
+        .await
+        {
             tracing::warn!(
                 error = &error as &dyn std::error::Error,
                 "cannot move a csv back to pending"

@@ -180,3 +180,122 @@ async fn delete_tolerates_absence() {
             .expect("absent is fine")
     );
 }
+
+/// An OperatorGroup CRD whose status refuses condition messages longer than
+/// 16 bytes: an older schema, as after a rollback.
+async fn strict_operator_group_crd(client: &kube::Client) {
+    let mut crd = olm_testkit::crds::open_crd(
+        "operators.coreos.com",
+        "operatorgroups",
+        "OperatorGroup",
+        "Namespaced",
+        true,
+    );
+    let schema = serde_json::from_value(json!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {"status": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {"conditions": {"type": "array", "items": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {"message": {"type": "string", "maxLength": 16}},
+            }}},
+        }},
+    }))
+    .expect("schema");
+    crd.spec.versions[0].schema = Some(
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceValidation {
+            open_api_v3_schema: Some(schema),
+        },
+    );
+    olm_testkit::crds::install_open_crd(client, &crd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_status_is_written_in_its_minimal_form() {
+    use olm_api::operator_group::{OperatorGroup, OperatorGroupStatus};
+    use olm_runtime::apply::{STATUS_REJECTED, StatusWrite, write_status};
+
+    init_logs();
+    let plane = olm_testkit::control_plane();
+    let namespace = plane.namespace("status-minimal").await;
+    let client = plane.client().await;
+    strict_operator_group_crd(&client).await;
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), namespace.name());
+    let group: OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": "sample-group", "namespace": namespace.name()},
+        "spec": {},
+    }))
+    .expect("group");
+    let group = groups
+        .create(&Default::default(), &group)
+        .await
+        .expect("group created");
+    let recorder =
+        olm_runtime::events::EventRecorder::new(client.clone(), "olm-runtime-test", None);
+    let status = |message: &str| -> OperatorGroupStatus {
+        serde_json::from_value(json!({
+            "namespaces": [namespace.name()],
+            "lastUpdated": "2026-11-27T00:00:00Z",
+            "conditions": [{"type": "SampleCondition", "status": "True", "reason": "Sample",
+                "message": message, "lastTransitionTime": "2026-11-27T00:00:00Z"}],
+        }))
+        .expect("status")
+    };
+
+    let short = write_status(&groups, &MANAGER, &group, &status("fits"), Some(&recorder))
+        .await
+        .expect("short message written");
+    assert_eq!(short, StatusWrite::Written);
+
+    let refused = status("a message far longer than the old schema allows");
+    let outcome = write_status(&groups, &MANAGER, &group, &refused, Some(&recorder))
+        .await
+        .expect("the minimal status is written instead");
+    assert_eq!(outcome, StatusWrite::Minimal);
+    let stored = groups
+        .get("sample-group")
+        .await
+        .expect("group")
+        .status
+        .expect("status");
+    assert_eq!(stored.namespaces, [namespace.name()]);
+    assert_eq!(stored.conditions.len(), 1);
+    assert_eq!(stored.conditions[0].reason, "Sample");
+    assert_eq!(stored.conditions[0].message, "");
+
+    let events =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), namespace.name())
+            .list(&Default::default())
+            .await
+            .expect("events")
+            .items;
+    let rejected = events
+        .iter()
+        .find(|event| event.reason.as_deref() == Some(STATUS_REJECTED))
+        .unwrap_or_else(|| panic!("no {STATUS_REJECTED} event in {events:?}"));
+    assert_eq!(rejected.type_.as_deref(), Some("Warning"));
+    assert!(
+        rejected.note.as_deref().unwrap_or_default().contains("16"),
+        "the note says what was refused: {rejected:?}"
+    );
+
+    groups
+        .delete("sample-group", &Default::default())
+        .await
+        .expect("deleted");
+    olm_testkit::wait::eventually("group gone", std::time::Duration::from_secs(30), || async {
+        match groups.get_opt("sample-group").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let gone = write_status(&groups, &MANAGER, &group, &status("fits"), None)
+        .await
+        .expect("a deleted object is not an error");
+    assert_eq!(gone, StatusWrite::Gone);
+}

@@ -12,7 +12,7 @@ use olm_api::{
     conditions,
     samples::{CONFIG_FINALIZER, Config, ConfigStatus},
 };
-use olm_runtime::apply::apply_status;
+use olm_runtime::apply::write_status;
 use tokio_util::sync::CancellationToken;
 
 use super::{Apis, Error, FIELD_MANAGER, InventorySource, SamplesConfig, apis_absent_condition};
@@ -248,7 +248,7 @@ pub(super) async fn report_apis_absent(
         apis_absent_condition(),
         Timestamp::now(),
     ) {
-        apply_status(&configs, &FIELD_MANAGER, &config.config_name, &status)
+        write_status(&configs, &FIELD_MANAGER, &current, &status, None)
             .await
             .map_err(|source| Error::WriteStatus {
                 name: config.config_name.clone(),

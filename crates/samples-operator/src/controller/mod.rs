@@ -38,7 +38,7 @@ use olm_api::{
 };
 use olm_runtime::{
     admin::Readiness,
-    apply::{FieldManager, apply_status},
+    apply::{FieldManager, write_status},
     cache::{reflect, wake_on_change as wake},
     cluster_operator::ClusterOperators,
     discovery::served_resource,
@@ -650,11 +650,12 @@ impl Reconciler {
         };
         // The status first: a removal says RemovePending before it deletes.
         if current.status.as_ref() != Some(&decided.status) {
-            apply_status(
+            write_status(
                 &self.configs,
                 &FIELD_MANAGER,
-                &self.config.config_name,
+                &current,
                 &decided.status,
+                None,
             )
             .await
             .map_err(|source| Error::WriteStatus {
