@@ -84,3 +84,68 @@ fn the_check_sees_the_client_where_a_service_needs_it() {
         );
     }
 }
+
+/// What a rule in a `decide` folder must not name: a client, the runtime, a
+/// service's error type (which carries the client's), or I/O.
+const IMPURE: &[&str] = &[
+    "kube::",
+    "use kube",
+    "kube_client",
+    "tokio",
+    "reqwest",
+    "std::fs",
+    "std::net",
+    "async fn",
+    ".await",
+    "crate::controller",
+    "crate::Error",
+];
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// Each service keeps OLM's rules in `src/decide/` as pure functions over
+/// plain data; the I/O is elsewhere. Comments may name anything.
+#[test]
+fn decide_folders_are_pure() {
+    let root = olm_e2e::workspace_root().join("crates");
+    let mut files = Vec::new();
+    let mut folders = 0;
+    for krate in std::fs::read_dir(&root).unwrap() {
+        let decide = krate.unwrap().path().join("src/decide");
+        if decide.is_dir() {
+            folders += 1;
+            rust_files(&decide, &mut files);
+        }
+    }
+    assert!(folders >= 6, "decide folders found: {folders}");
+    let mut impure = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            for word in IMPURE {
+                if code.contains(word) {
+                    impure.push(format!(
+                        "{}:{}: {word}",
+                        file.strip_prefix(&root).unwrap().display(),
+                        number + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        impure.is_empty(),
+        "rules in decide/ reach for I/O or a client; move it to the controller: {impure:#?}"
+    );
+}

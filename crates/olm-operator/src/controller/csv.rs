@@ -2,6 +2,7 @@
 //! from the caches, build the [`CsvObservation`], [`decide`], then act on the
 //! decision (metadata, installer, deletions, status, events, requeues).
 
+use crate::decide::Error as Decision;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use jiff::Timestamp;
@@ -416,7 +417,7 @@ async fn act(
                 // install with is unknown; the OperatorGroup's condition
                 // says why, and the CSV is retried with backoff.
                 let client = super::scoped::install_client(context, csv)
-                    .map_err(|source| Error::InstallIdentity { source })?;
+                    .map_err(|source| Decision::InstallIdentity { source })?;
                 let config = super::subscriptions::config_for_csv(context, csv);
                 let overrides = DeploymentOverrides {
                     config: config.as_ref(),
@@ -567,7 +568,7 @@ async fn act(
     }
 
     if let Some(retry) = decision.retry {
-        return Err(retry);
+        return Err(retry.into());
     }
     let resync = context.config.resync;
     Ok(Action::requeue(

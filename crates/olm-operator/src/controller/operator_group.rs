@@ -5,6 +5,7 @@
 //! those APIs, so that an intersection conflict elsewhere is looked at again
 //! (upstream's `syncOperatorGroups`).
 
+use crate::decide::Error as Decision;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -145,9 +146,10 @@ async fn sync(group: &OperatorGroup, context: &Context) -> Result<Action, Error>
         // Upstream retries until the account appears; it carries no label
         // yet, so no cached watch would tell.
         let name = requested_service_account(group).unwrap_or_default();
-        return Err(Error::InstallIdentity {
+        return Err(Decision::InstallIdentity {
             source: IdentityUnavailable(service_account_not_found_message(name)),
-        });
+        }
+        .into());
     }
     Ok(Action::requeue(context.config.resync))
 }

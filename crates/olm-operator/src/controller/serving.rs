@@ -9,6 +9,7 @@
 //! goes (see `wakeups`); the certificates' own next rotation time and the
 //! resync do the rest.
 
+use crate::decide::Error as Decision;
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::{Duration, SystemTime},
@@ -549,11 +550,13 @@ pub(crate) async fn install(
         bundles
             .get(deployment.unwrap_or_default())
             .cloned()
-            .ok_or_else(|| Error::Serving {
-                message: format!(
-                    "no serving certificate for deployment {:?}",
-                    deployment.unwrap_or_default()
-                ),
+            .ok_or_else(|| {
+                Error::from(Decision::Serving {
+                    message: format!(
+                        "no serving certificate for deployment {:?}",
+                        deployment.unwrap_or_default()
+                    ),
+                })
             })
     };
     for description in csv.spec.owned_api_services() {
@@ -633,7 +636,7 @@ async fn ensure_certificates(
         .as_ref()
         .and_then(|s| material_from_secrets(s, existing_ca_key.as_ref()));
     let outcome = olm_certs::reconcile(stored.as_ref(), now, policy, &target.profile(&namespace))
-        .map_err(|source| Error::Certificates {
+        .map_err(|source| Decision::Certificates {
         deployment: target.deployment.clone(),
         source,
     })?;
@@ -714,12 +717,13 @@ async fn install_api_service(
     if let Some(current) = &existing
         && !is_adoptable(current.metadata.labels.as_ref(), csv, inputs.csvs)
     {
-        return Err(Error::Serving {
+        return Err(Decision::Serving {
             message: format!(
                 "pre-existing APIService {}.{} is not adoptable",
                 description.version, description.group
             ),
-        });
+        }
+        .into());
     }
     let desired = desired_api_service(
         csv,
@@ -796,7 +800,7 @@ async fn install_webhook(
     bundle: &str,
     group: Option<&OperatorGroup>,
 ) -> Result<(), Error> {
-    let serving = |message: String| Error::Serving { message };
+    let serving = |message: String| Error::from(Decision::Serving { message });
     let selector_of = || -> Result<_, Error> {
         match group {
             Some(group) => namespace_selector(group).map_err(serving),

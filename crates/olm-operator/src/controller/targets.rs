@@ -586,9 +586,9 @@ mod tests {
                 }
                 live.now.fetch_sub(1, Ordering::SeqCst);
                 if fails {
-                    Err(Error::Serving {
+                    Err(Error::from(crate::decide::Error::Serving {
                         message: format!("future {i} failed"),
-                    })
+                    }))
                 } else {
                     Ok(i)
                 }
@@ -620,9 +620,9 @@ mod tests {
             async move {
                 ran.fetch_add(1, Ordering::SeqCst);
                 if i == 3 || i == 7 {
-                    Err(Error::Serving {
+                    Err(Error::from(crate::decide::Error::Serving {
                         message: format!("future {i} failed"),
-                    })
+                    }))
                 } else {
                     Ok(i)
                 }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use olm_api::{csv::ClusterServiceVersionSpec, labels};
 
-use crate::Error;
+use super::Error;
 
 /// One API, identified by group, version and kind.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

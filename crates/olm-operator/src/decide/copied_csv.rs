@@ -34,12 +34,12 @@ use olm_api::{
 };
 use serde::Serialize;
 
+use super::Error;
 use super::{
     csv_status::{CsvEvent, EventType},
     hash::content_hash,
     operator_group::{NAMESPACE_ALL, NamespaceSet},
 };
-use crate::Error;
 
 /// The annotation recording the hash of a copy's metadata and spec.
 pub const COPY_HASH_SPEC_ANNOTATION: &str = "olm.copyhash/spec";

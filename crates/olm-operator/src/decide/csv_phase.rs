@@ -32,6 +32,7 @@ use olm_api::{
     operator_group::OperatorGroup,
 };
 
+use super::Error;
 use super::{
     api_surface::{api_surface, merge_api_labels},
     copied_csv::{is_copied, is_uncopiable},
@@ -47,7 +48,6 @@ use super::{
     replacement::{crd_owner_conflict, newest_in_chain, replaced_by_this, replacing_this},
     requirements::RequirementsOutcome,
 };
-use crate::Error;
 
 /// How long a CSV may stay Installing without its components becoming
 /// healthy before it fails with `InstallCheckFailed` "install timeout".

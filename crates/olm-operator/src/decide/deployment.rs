@@ -32,8 +32,8 @@ use olm_api::{
     subscription::SubscriptionConfig,
 };
 
+use super::Error;
 use super::hash::content_hash;
-use crate::Error;
 
 pub use olm_api::ownership::{has_owner_labels, non_blocking_owner, owner_labels};
 pub use olm_plan::csv_rbac::{InvalidStrategy, validate_strategy};

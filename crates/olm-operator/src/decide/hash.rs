@@ -22,7 +22,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::Error;
+use super::Error;
 
 pub use olm_plan::hash::{base62, sha224_base62};
 

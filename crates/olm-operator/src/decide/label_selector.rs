@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::Error;
+use super::Error;
 
 /// One requirement of a selector.
 #[derive(Debug)]

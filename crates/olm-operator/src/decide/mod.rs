@@ -3,7 +3,9 @@
 //!
 //! Nothing under `decide` may depend on `kube`, read a clock, or do I/O; the
 //! service wiring reads the caches, calls these functions, and applies what they
-//! return. Upstream behaviour is followed literally (phase, reason and message
+//! return. Its failures are its own [`Error`], which names no client; the
+//! purity test in `tests/tests/boundaries.rs` holds every `decide` folder to
+//! this. Upstream behaviour is followed literally (phase, reason and message
 //! strings are byte-for-byte those of operator-lifecycle-manager v0.46); where
 //! this code deliberately differs, the item's documentation says so and why.
 //!
@@ -41,6 +43,7 @@ pub mod copied_csv;
 pub mod csv_phase;
 pub mod csv_status;
 pub mod deployment;
+mod error;
 pub mod group_rbac;
 pub mod hash;
 mod label_selector;
@@ -53,3 +56,5 @@ pub mod requirements;
 pub mod scoped;
 pub mod subscription_config;
 pub mod webhook;
+
+pub use error::Error;

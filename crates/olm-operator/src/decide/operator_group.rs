@@ -16,11 +16,11 @@ use olm_api::{
     operator_group::OperatorGroup,
 };
 
+use super::Error;
 use super::{
     api_surface::{ApiSet, format_api_set, parse_api_set},
     label_selector::Selector,
 };
-use crate::Error;
 
 /// The namespace name that stands for "all namespaces" (`metav1.NamespaceAll`).
 pub const NAMESPACE_ALL: &str = "";

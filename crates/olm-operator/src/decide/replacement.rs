@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 
 use olm_api::csv::ClusterServiceVersion;
 
+use super::Error;
 use super::copied_csv::is_copied;
-use crate::Error;
 
 fn name_of(csv: &ClusterServiceVersion) -> &str {
     csv.metadata.name.as_deref().unwrap_or_default()

@@ -36,13 +36,13 @@ use olm_api::{
     operator_group::OperatorGroup,
 };
 
+use super::Error;
 use super::{
     certs::{DEFAULT_SERVICE_PORT, service_name},
     csv_phase::WebhooksCheck,
     deployment::owner_labels,
     hash::content_hash,
 };
-use crate::Error;
 
 /// Label with the hash of the description a configuration was built from.
 pub const WEBHOOK_HASH_LABEL: &str = "olm.webhook-description-hash";

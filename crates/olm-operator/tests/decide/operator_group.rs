@@ -6,16 +6,14 @@ use olm_api::{
     csv::{CsvPhase, InstallMode, InstallModeType},
     labels,
 };
-use olm_operator::{
+use olm_operator::decide::{
     Error,
-    decide::{
-        api_surface::{ApiKey, ApiSet, parse_api_set},
-        operator_group::{
-            ApiReconciliation, GroupSurface, InstallModeSet, MemberApis, NamespaceSet,
-            ObservedNamespace, build_target_namespaces, install_mode_set,
-            membership_annotations_differ, namespaces_changed, pruned_provided_apis,
-            reconcile_api_intersection, target_namespaces, with_membership_annotations,
-        },
+    api_surface::{ApiKey, ApiSet, parse_api_set},
+    operator_group::{
+        ApiReconciliation, GroupSurface, InstallModeSet, MemberApis, NamespaceSet,
+        ObservedNamespace, build_target_namespaces, install_mode_set,
+        membership_annotations_differ, namespaces_changed, pruned_provided_apis,
+        reconcile_api_intersection, target_namespaces, with_membership_annotations,
     },
 };
 
