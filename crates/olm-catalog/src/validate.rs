@@ -169,6 +169,11 @@ pub enum Rule {
     ReleaseWithSubstitutesFor,
     /// A key appears twice in one mapping; the last value is used (warning).
     DuplicateKey,
+    /// A bundle has more than one `olm.csv.metadata` property (warning):
+    /// upstream's `validate` accepts it and its `serve` refuses the catalog
+    /// (`parseProperties`, when bundles are converted for the API), and so
+    /// do ours.
+    CsvMetadataCount,
 }
 
 impl Rule {
@@ -236,6 +241,18 @@ impl Rule {
             Self::InvalidCsvVersion => "invalid-csv-version",
             Self::ReleaseWithSubstitutesFor => "release-with-substitutes-for",
             Self::DuplicateKey => "duplicate-key",
+            Self::CsvMetadataCount => "csv-metadata-count",
+        }
+    }
+
+    /// The rule a channel's upgrade graph breaks (one mapping for `opm
+    /// validate` and `opm serve`).
+    pub fn of_graph_error(error: &GraphError) -> Self {
+        match error {
+            GraphError::NoHead | GraphError::MultipleHeads { .. } => Self::ChannelHead,
+            GraphError::Cycle { .. } => Self::ReplacesCycle,
+            GraphError::Stranded { .. } => Self::StrandedBundles,
+            GraphError::DuplicateEntry { .. } => Self::DuplicateEntry,
         }
     }
 
@@ -249,6 +266,7 @@ impl Rule {
             | Self::UnreadableMetadataFile
             | Self::CrdNotInCsv
             | Self::DuplicateKey
+            | Self::CsvMetadataCount
             | Self::InvalidSkipRange => Severity::Warning,
             _ => Severity::Error,
         }
@@ -529,12 +547,7 @@ fn check_channels<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut 
                 ),
             );
         } else if !duplicates && let Err(err) = graph::validate_replaces_chain(&c.entries) {
-            let rule = match err {
-                GraphError::NoHead | GraphError::MultipleHeads { .. } => Rule::ChannelHead,
-                GraphError::Cycle { .. } => Rule::ReplacesCycle,
-                GraphError::Stranded { .. } => Rule::StrandedBundles,
-                GraphError::DuplicateEntry { .. } => Rule::DuplicateEntry,
-            };
+            let rule = Rule::of_graph_error(&err);
             report.push(
                 rule,
                 c.origin.field("entries"),
@@ -713,6 +726,22 @@ fn check_bundle_properties(b: &Bundle, payload_problems: &[(usize, String)], rep
             }
             _ => {}
         }
+    }
+    let csv_metadata = b
+        .properties
+        .iter()
+        .filter(|p| p.type_ == property::CSV_METADATA)
+        .count();
+    if csv_metadata > 1 {
+        report.push(
+            Rule::CsvMetadataCount,
+            b.origin.field("properties"),
+            format!(
+                "bundle {:?}: expected at most 1 property of type {:?}, found {csv_metadata} (opm serve refuses the catalog)",
+                b.name,
+                property::CSV_METADATA
+            ),
+        );
     }
     match packages.as_slice() {
         [(i, package)] => {

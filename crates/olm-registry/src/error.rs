@@ -14,6 +14,10 @@ pub struct Problem {
     pub line: Option<u64>,
     /// What is wrong, in upstream's words where upstream has words for it.
     pub message: String,
+    /// The `opm validate` rule the problem breaks (the same rule, with the
+    /// same code, that validate reports); `None` for a document that cannot
+    /// be read at all, which validate reports as a load error.
+    pub rule: Option<olm_catalog::validate::Rule>,
 }
 
 impl fmt::Display for Problem {
@@ -24,7 +28,12 @@ impl fmt::Display for Problem {
             (None, Some(offset)) => write!(f, "@{offset}")?,
             (None, None) => {}
         }
-        write!(f, ": {}", self.message)
+        write!(f, ": {}", self.message)?;
+        // The rule's code, as `opm validate` prints it.
+        match self.rule {
+            Some(rule) => write!(f, " [{}]", rule.code()),
+            None => Ok(()),
+        }
     }
 }
 

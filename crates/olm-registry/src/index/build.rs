@@ -9,7 +9,7 @@ use std::{
     sync::atomic::{AtomicUsize, Ordering},
 };
 
-use olm_catalog::{graph, semver};
+use olm_catalog::{graph, semver, validate::Rule};
 
 use super::{
     BundleRec, CatalogIndex, ChannelRec, CustomRec, EntryRec, GvkRec, IndexOptions, IndexStats,
@@ -154,8 +154,8 @@ impl<'a> Assembler<'a> {
         }
     }
 
-    fn problem(&mut self, loc: DocLoc, message: String) {
-        self.problems.push(ScanProblem { loc, message });
+    fn problem(&mut self, loc: DocLoc, rule: Option<Rule>, message: String) {
+        self.problems.push(ScanProblem { loc, rule, message });
     }
 
     fn assemble(
@@ -195,7 +195,7 @@ impl<'a> Assembler<'a> {
                 || !(custom.package.is_empty() || valid_meta_key_component(&custom.package))
             {
                 self.problem(
-                    custom.loc,
+                    custom.loc, None,
                     format!(
                         "invalid custom schema meta: schema {:?} and package {:?} must match ^[a-zA-Z0-9][a-zA-Z0-9._-]*$",
                         custom.schema, custom.package
@@ -248,12 +248,17 @@ impl<'a> Assembler<'a> {
         let mut bundle_keys: HashSet<(usize, &str)> = HashSet::new();
         for p in packages {
             if p.name.is_empty() {
-                self.problem(p.loc, "config contains package with no name".to_owned());
+                self.problem(
+                    p.loc,
+                    Some(Rule::PackageNameMissing),
+                    "config contains package with no name".to_owned(),
+                );
                 continue;
             }
             if !is_dns1123_label(&p.name) {
                 self.problem(
                     p.loc,
+                    Some(Rule::PackageNameInvalid),
                     format!(
                         "invalid package name {:?}: must be a dns-1123 label",
                         p.name
@@ -262,7 +267,11 @@ impl<'a> Assembler<'a> {
                 continue;
             }
             if by_name.contains_key(p.name.as_str()) {
-                self.problem(p.loc, format!("duplicate package {:?}", p.name));
+                self.problem(
+                    p.loc,
+                    Some(Rule::DuplicatePackage),
+                    format!("duplicate package {:?}", p.name),
+                );
                 continue;
             }
             by_name.insert(&p.name, out.len());
@@ -279,6 +288,7 @@ impl<'a> Assembler<'a> {
             let Some(&i) = by_name.get(c.package.as_str()) else {
                 self.problem(
                     c.loc,
+                    Some(Rule::ChannelUnknownPackage),
                     format!("unknown package {:?} for channel {:?}", c.package, c.name),
                 );
                 continue;
@@ -286,6 +296,7 @@ impl<'a> Assembler<'a> {
             if c.name.is_empty() {
                 self.problem(
                     c.loc,
+                    Some(Rule::ChannelNameMissing),
                     format!("package {:?} contains channel with no name", c.package),
                 );
                 continue;
@@ -293,6 +304,7 @@ impl<'a> Assembler<'a> {
             if !channel_keys.insert((i, c.name.as_str())) {
                 self.problem(
                     c.loc,
+                    Some(Rule::DuplicateChannel),
                     format!("package {:?} has duplicate channel {:?}", c.package, c.name),
                 );
                 continue;
@@ -303,6 +315,7 @@ impl<'a> Assembler<'a> {
             if b.package.is_empty() {
                 self.problem(
                     b.loc,
+                    Some(Rule::BundlePackageMissing),
                     format!("package name must be set for bundle {:?}", b.name),
                 );
                 continue;
@@ -310,13 +323,22 @@ impl<'a> Assembler<'a> {
             let Some(&i) = by_name.get(b.package.as_str()) else {
                 self.problem(
                     b.loc,
+                    Some(Rule::BundleUnknownPackage),
                     format!("unknown package {:?} for bundle {:?}", b.package, b.name),
                 );
                 continue;
             };
+            if b.name.is_empty() {
+                self.problem(
+                    b.loc,
+                    Some(Rule::BundleNameMissing),
+                    "bundle name must be set".to_owned(),
+                );
+            }
             if !bundle_keys.insert((i, b.name.as_str())) {
                 self.problem(
                     b.loc,
+                    Some(Rule::DuplicateBundle),
                     format!("package {:?} has duplicate bundle {:?}", b.package, b.name),
                 );
                 continue;
@@ -328,6 +350,7 @@ impl<'a> Assembler<'a> {
             if d.package.is_empty() {
                 self.problem(
                     d.loc,
+                    Some(Rule::DeprecationPackageMissing),
                     "package name must be set for deprecation item".to_owned(),
                 );
                 continue;
@@ -335,6 +358,7 @@ impl<'a> Assembler<'a> {
             let Some(&i) = by_name.get(d.package.as_str()) else {
                 self.problem(
                     d.loc,
+                    Some(Rule::DeprecationUnknownPackage),
                     format!(
                         "cannot apply deprecations to an unknown package {:?}",
                         d.package
@@ -345,6 +369,7 @@ impl<'a> Assembler<'a> {
             if !seen.insert(&d.package) {
                 self.problem(
                     d.loc,
+                    Some(Rule::DuplicateDeprecation),
                     format!(
                         "expected a maximum of one deprecation per package: {:?}",
                         d.package
@@ -356,18 +381,24 @@ impl<'a> Assembler<'a> {
                 let pkg = &mut out[i];
                 let message = entry.message.as_str();
                 let error = match entry.schema.as_str() {
-                    "" => Some(format!(
-                        "schema must be set for deprecation entry [{j}] for package {:?}",
-                        d.package
+                    "" => Some((
+                        Rule::DeprecationSchemaMissing,
+                        format!(
+                            "schema must be set for deprecation entry [{j}] for package {:?}",
+                            d.package
+                        ),
                     )),
                     scan::SCHEMA_BUNDLE => {
                         if bundle_keys.contains(&(i, entry.name.as_str())) {
                             pkg.bundle_deprecations.insert(&entry.name, message);
                             None
                         } else {
-                            Some(format!(
-                                "cannot deprecate bundle {:?} for package {:?}: bundle not found",
-                                entry.name, d.package
+                            Some((
+                                Rule::DeprecationUnknownBundle,
+                                format!(
+                                    "cannot deprecate bundle {:?} for package {:?}: bundle not found",
+                                    entry.name, d.package
+                                ),
                             ))
                         }
                     }
@@ -376,9 +407,12 @@ impl<'a> Assembler<'a> {
                             pkg.channel_deprecations.insert(&entry.name, message);
                             None
                         } else {
-                            Some(format!(
-                                "cannot deprecate channel {:?} for package {:?}: channel not found",
-                                entry.name, d.package
+                            Some((
+                                Rule::DeprecationUnknownChannel,
+                                format!(
+                                    "cannot deprecate channel {:?} for package {:?}: channel not found",
+                                    entry.name, d.package
+                                ),
                             ))
                         }
                     }
@@ -386,17 +420,23 @@ impl<'a> Assembler<'a> {
                         pkg.deprecation = Some(message);
                         None
                     }
-                    scan::SCHEMA_PACKAGE => Some(format!(
-                        "package name must be empty for deprecated package {:?} (specified {:?})",
-                        d.package, entry.name
+                    scan::SCHEMA_PACKAGE => Some((
+                        Rule::DeprecationPackageNameSet,
+                        format!(
+                            "package name must be empty for deprecated package {:?} (specified {:?})",
+                            d.package, entry.name
+                        ),
                     )),
-                    other => Some(format!(
-                        "cannot deprecate object of schema {other:?} referenced by entry {j} for package {:?}: object schema unknown",
-                        d.package
+                    other => Some((
+                        Rule::DeprecationUnknownSchema,
+                        format!(
+                            "cannot deprecate object of schema {other:?} referenced by entry {j} for package {:?}: object schema unknown",
+                            d.package
+                        ),
                     )),
                 };
-                if let Some(message) = error {
-                    self.problem(d.loc, message);
+                if let Some((rule, message)) = error {
+                    self.problem(d.loc, Some(rule), message);
                 }
             }
         }
@@ -415,13 +455,14 @@ impl<'a> Assembler<'a> {
                 if let [(package, version)] = b.package_properties.as_slice() {
                     if package != name {
                         self.problem(
-                            b.loc,
+                            b.loc, Some(Rule::PackagePropertyMismatch),
                             format!("package {name:?} does not match \"olm.package\" property {package:?}"),
                         );
                     }
                     if let Err(err) = semver::Version::parse(version) {
                         self.problem(
                             b.loc,
+                            Some(Rule::InvalidVersion),
                             format!(
                                 "error parsing bundle {:?} version {version:?}: {err}",
                                 b.name
@@ -431,7 +472,7 @@ impl<'a> Assembler<'a> {
                     versions.entry(version).or_default().push(&b.name);
                 } else {
                     self.problem(
-                        b.loc,
+                        b.loc, Some(Rule::PackagePropertyCount),
                         format!(
                             "package {name:?} bundle {:?} must have exactly 1 \"olm.package\" property, found {}",
                             b.name,
@@ -441,7 +482,7 @@ impl<'a> Assembler<'a> {
                 }
                 if b.csv_metadata > 1 {
                     self.problem(
-                        b.loc,
+                        b.loc, Some(Rule::CsvMetadataCount),
                         format!(
                             "bundle {:?}: expected at most 1 property of type \"olm.csv.metadata\", found {}",
                             b.name, b.csv_metadata
@@ -451,6 +492,7 @@ impl<'a> Assembler<'a> {
                 if b.image.is_empty() && b.objects == 0 {
                     self.problem(
                         b.loc,
+                        Some(Rule::ImageMissing),
                         format!("invalid bundle {:?}: bundle image must be set", b.name),
                     );
                 }
@@ -467,6 +509,7 @@ impl<'a> Assembler<'a> {
                 duplicated.sort();
                 self.problem(
                     pkg.raw.loc,
+                    Some(Rule::DuplicateVersion),
                     format!(
                         "invalid package {name:?}: duplicate versions found in bundles: [{}]",
                         duplicated.join(" ")
@@ -484,6 +527,7 @@ impl<'a> Assembler<'a> {
                     if !seen.insert(&e.name) {
                         self.problem(
                             c.loc,
+                            Some(Rule::DuplicateEntry),
                             format!(
                                 "invalid package {name:?}, channel {:?}: duplicate entry {:?}",
                                 c.name, e.name
@@ -499,6 +543,7 @@ impl<'a> Assembler<'a> {
                         if skip.is_empty() {
                             self.problem(
                                 c.loc,
+                                Some(Rule::EmptySkip),
                                 format!("invalid bundle {:?}: skip[{i}] is empty", e.name),
                             );
                         }
@@ -518,7 +563,7 @@ impl<'a> Assembler<'a> {
                     .collect();
                 let head = if c.entries.is_empty() {
                     self.problem(
-                        c.loc,
+                        c.loc, Some(Rule::ChannelEmpty),
                         format!(
                             "invalid package {name:?}: invalid channel {:?}: channel must contain at least one bundle",
                             c.name
@@ -537,6 +582,7 @@ impl<'a> Assembler<'a> {
                         Err(err) => {
                             self.problem(
                                 c.loc,
+                                Some(Rule::of_graph_error(&err)),
                                 format!(
                                     "invalid package {name:?}: invalid channel {:?}: {err}",
                                     c.name
@@ -553,7 +599,7 @@ impl<'a> Assembler<'a> {
                 missing.sort_unstable();
                 missing.dedup();
                 self.problem(
-                    pkg.raw.loc,
+                    pkg.raw.loc, Some(Rule::EntryUnknownBundle),
                     format!(
                         "no olm.bundle blobs found in package {name:?} for olm.channel entries [{}]",
                         missing.join(" ")
@@ -564,6 +610,7 @@ impl<'a> Assembler<'a> {
                 if !in_channels.contains(b.name.as_str()) {
                     self.problem(
                         b.loc,
+                        Some(Rule::BundleNotInChannel),
                         format!(
                             "package {name:?}, bundle {:?} not found in any channel entries",
                             b.name
@@ -574,6 +621,7 @@ impl<'a> Assembler<'a> {
             if pkg.channels.is_empty() {
                 self.problem(
                     pkg.raw.loc,
+                    Some(Rule::PackageWithoutChannels),
                     format!("invalid package {name:?}: package must contain at least one channel"),
                 );
             }
@@ -581,11 +629,12 @@ impl<'a> Assembler<'a> {
             if default.is_empty() {
                 self.problem(
                     pkg.raw.loc,
+                    Some(Rule::DefaultChannelMissing),
                     format!("invalid package {name:?}: default channel must be set"),
                 );
             } else if !pkg.channels.iter().any(|c| &c.name == default) {
                 self.problem(
-                    pkg.raw.loc,
+                    pkg.raw.loc, Some(Rule::DefaultChannelUnknown),
                     format!("invalid package {name:?}: default channel {default:?} not found in channels list"),
                 );
             }

@@ -18,7 +18,7 @@ use std::{
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use olm_catalog::go_json;
+use olm_catalog::{go_json, validate::Rule};
 
 use crate::{
     error::{IndexError, Problem},
@@ -144,6 +144,7 @@ pub(crate) enum RawDoc {
 #[derive(Debug)]
 pub(crate) struct ScanProblem {
     pub(crate) loc: DocLoc,
+    pub(crate) rule: Option<Rule>,
     pub(crate) message: String,
 }
 
@@ -647,6 +648,7 @@ impl DocContext<'_> {
                 file: self.file_index,
                 offset,
             },
+            rule: None,
             message: message.into(),
         });
     }
@@ -1069,19 +1071,16 @@ struct PackageRequiredValue {
     version_range: String,
 }
 
-/// The OLM schemas; anything else is a custom schema.
-pub(crate) const SCHEMA_PACKAGE: &str = "olm.package";
-pub(crate) const SCHEMA_CHANNEL: &str = "olm.channel";
-pub(crate) const SCHEMA_BUNDLE: &str = "olm.bundle";
-pub(crate) const SCHEMA_DEPRECATIONS: &str = "olm.deprecations";
-
-/// Property types the index reads.
-pub(crate) const PROPERTY_PACKAGE: &str = "olm.package";
-pub(crate) const PROPERTY_PACKAGE_REQUIRED: &str = "olm.package.required";
-pub(crate) const PROPERTY_GVK: &str = "olm.gvk";
-pub(crate) const PROPERTY_GVK_REQUIRED: &str = "olm.gvk.required";
-pub(crate) const PROPERTY_BUNDLE_OBJECT: &str = "olm.bundle.object";
-pub(crate) const PROPERTY_CSV_METADATA: &str = "olm.csv.metadata";
+/// The OLM schemas (anything else is a custom schema) and the property
+/// types the index reads: olm-catalog's, the one home of FBC's names.
+pub(crate) use olm_catalog::{
+    fbc::{SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE},
+    property::{
+        BUNDLE_OBJECT as PROPERTY_BUNDLE_OBJECT, CSV_METADATA as PROPERTY_CSV_METADATA,
+        GVK as PROPERTY_GVK, GVK_REQUIRED as PROPERTY_GVK_REQUIRED, PACKAGE as PROPERTY_PACKAGE,
+        PACKAGE_REQUIRED as PROPERTY_PACKAGE_REQUIRED,
+    },
+};
 
 impl DocContext<'_> {
     fn add_doc(
@@ -1148,6 +1147,7 @@ fn add_unparsed_with(
                     file: file_index,
                     offset: at,
                 },
+                rule: None,
                 message: format!("parse {what}: {err}"),
             });
         }
@@ -1161,8 +1161,8 @@ fn add_unparsed_with(
     Ok(())
 }
 
-fn push_problem(scan: &mut FileScan, loc: DocLoc, message: String) {
-    scan.problems.push(ScanProblem { loc, message });
+fn push_problem(scan: &mut FileScan, loc: DocLoc, rule: Option<Rule>, message: String) {
+    scan.problems.push(ScanProblem { loc, rule, message });
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1200,6 +1200,7 @@ fn add_doc_with(
             push_problem(
                 scan,
                 loc,
+                None,
                 format!("object '{preview}' is missing root schema field"),
             );
         }
@@ -1212,7 +1213,7 @@ fn add_doc_with(
                 "max_packages",
             ))?;
             if let Some(Err(message)) = head.icon.map(check_icon) {
-                push_problem(scan, loc, message);
+                push_problem(scan, loc, Some(Rule::IconInvalid), message);
             }
             scan.docs.push(RawDoc::Package(RawPackage {
                 loc,
@@ -1281,11 +1282,11 @@ fn add_doc_with(
             for (i, property) in head.properties.unwrap_or_default().into_iter().enumerate() {
                 let ty = property.ty.as_deref().unwrap_or("");
                 let Some(value) = property.value else {
-                    bad = Some(format!(
+                    bad.get_or_insert_with(|| format!(
                         "parse properties for bundle {:?}: parse property[{i}] of type {ty:?}: value is missing",
                         bundle.name
                     ));
-                    break;
+                    continue;
                 };
                 let parsed = match ty {
                     PROPERTY_PACKAGE => serde_json::from_str::<PackageValue>(value.get())
@@ -1308,20 +1309,20 @@ fn add_doc_with(
                     _ => Ok(()),
                 };
                 if let Err(err) = parsed {
-                    bad = Some(format!(
+                    bad.get_or_insert_with(|| format!(
                         "parse properties for bundle {:?}: parse property[{i}] of type {ty:?}: {err}",
                         bundle.name
                     ));
-                    break;
                 }
             }
-            match bad {
-                Some(message) => push_problem(scan, loc, message),
-                None => {
-                    bundle.blob = blob()?;
-                    scan.docs.push(RawDoc::Bundle(bundle));
-                }
+            // The bundle stays known even with a bad property, so the
+            // catalog is refused for that property alone (as validate
+            // refuses it), not also for channel entries naming the bundle.
+            if let Some(message) = bad {
+                push_problem(scan, loc, Some(Rule::InvalidProperty), message);
             }
+            bundle.blob = blob()?;
+            scan.docs.push(RawDoc::Bundle(bundle));
         }
         SCHEMA_DEPRECATIONS => {
             let entries = head
@@ -1379,6 +1380,7 @@ pub(crate) fn locate(root: &Path, files: &[SourceFile], problems: &[ScanProblem]
                 offset: Some(p.loc.offset),
                 line: lines.as_ref().map(|l| l[k]),
                 message: p.message.clone(),
+                rule: p.rule,
             });
         }
         i = end;

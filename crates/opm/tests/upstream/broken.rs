@@ -152,6 +152,14 @@ fn variants() -> Vec<Variant> {
             find(d, "olm.bundle", "gadget.v0.1.0")["properties"][0]["value"]["packageName"] =
                 json!("widget");
         }),
+        Docs("two olm.csv.metadata properties", |d| {
+            let props = find(d, "olm.bundle", "gadget.v0.1.0")["properties"]
+                .as_array_mut()
+                .unwrap();
+            for _ in 0..2 {
+                props.push(json!({"type": "olm.csv.metadata", "value": {"annotations": {}}}));
+            }
+        }),
         Docs("bundle of an unknown package", |d| {
             find(d, "olm.bundle", "gadget.v0.1.0")["package"] = json!("nobody");
         }),
@@ -334,4 +342,191 @@ fn validate_and_render_verdicts_match_upstream_on_broken_catalogs() {
         "upstream refused {failing} of {} variants",
         variants.len()
     );
+}
+
+/// What `opm validate` and `opm serve` each say about a catalog directory:
+/// refused or not, and the codes of the rules they cite.
+#[derive(Debug, PartialEq, Eq)]
+struct Verdict {
+    refused: bool,
+    rules: std::collections::BTreeSet<&'static str>,
+}
+
+fn validate_verdict(dir: &Path) -> Option<Verdict> {
+    use olm_catalog::{
+        fbc::{Catalog, LoadOptions},
+        validate::validate_catalog,
+    };
+    let options = LoadOptions {
+        drop_payloads: true,
+        ..LoadOptions::default()
+    };
+    // A document that cannot be read refuses the catalog before any rule.
+    let catalog = Catalog::load_dir_with(dir, &options).ok()?;
+    let report = validate_catalog(&catalog);
+    // Warnings of what upstream's serve refuses and its validate accepts.
+    let serve_refuses: Vec<&'static str> = report
+        .warnings()
+        .map(|p| p.rule)
+        .filter(|rule| *rule == olm_catalog::validate::Rule::CsvMetadataCount)
+        .map(|rule| rule.code())
+        .collect();
+    Some(Verdict {
+        refused: !report.is_valid() || !serve_refuses.is_empty(),
+        rules: report
+            .errors()
+            .map(|p| p.rule.code())
+            .chain(serve_refuses)
+            .collect(),
+    })
+}
+
+fn serve_verdict(dir: &Path) -> (Verdict, bool) {
+    use olm_registry::{CatalogIndex, IndexError};
+    match CatalogIndex::build(dir, &Default::default()) {
+        Ok(_) => (
+            Verdict {
+                refused: false,
+                rules: Default::default(),
+            },
+            false,
+        ),
+        Err(IndexError::Invalid { problems, total }) => {
+            assert_eq!(problems.len(), total, "every problem is reported here");
+            let unreadable = problems.iter().any(|p| p.rule.is_none());
+            let rules = problems
+                .iter()
+                .filter_map(|p| p.rule.map(|r| r.code()))
+                .collect();
+            (
+                Verdict {
+                    refused: true,
+                    rules,
+                },
+                unreadable,
+            )
+        }
+        Err(other) => panic!("{}: {other}", dir.display()),
+    }
+}
+
+/// One vocabulary for `opm validate` and `opm serve`: on every broken
+/// variant, serving refuses exactly what validating refuses, citing the same
+/// rules by the same codes. Validate's warnings do not refuse and are not
+/// compared, except `csv-metadata-count`: upstream's serve refuses what its
+/// validate accepts there, ours match each, and validate warns that serve
+/// will refuse. No upstream binary is needed.
+#[test]
+fn serve_refuses_what_validate_refuses_with_the_same_rules() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    let mut differences = Vec::new();
+    for (i, variant) in variants().iter().enumerate() {
+        let dir = scratch.path().join(format!("variant-{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        let name = match variant {
+            Variant::Docs(name, mutate) => {
+                let mut docs = base();
+                mutate(&mut docs);
+                write_docs(&dir, &docs);
+                name
+            }
+            Variant::Files(name, files) | Variant::Lenient(name, files) => {
+                for (file, text) in *files {
+                    std::fs::write(dir.join(file), text).unwrap();
+                }
+                name
+            }
+        };
+        let (served, unreadable) = serve_verdict(&dir);
+        match validate_verdict(&dir) {
+            // Unreadable documents: both refuse, and only the verdict is
+            // compared (validate stops at loading, serve reads on).
+            None => {
+                if !(served.refused && unreadable) {
+                    differences.push(format!(
+                        "{name}: validate cannot load it, serve says {served:?}"
+                    ));
+                }
+            }
+            Some(validated) => {
+                compared += 1;
+                if validated != served || unreadable {
+                    differences.push(format!(
+                        "{name}: validate {validated:?}, serve {served:?} (unreadable: {unreadable})"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(compared >= 25, "variants compared by rule: {compared}");
+    assert!(differences.is_empty(), "{differences:#?}");
+}
+
+/// The same on real catalogs: each corpus catalog as it is, and the small
+/// ones again with each kind of document removed in turn (the first bundle,
+/// the first channel, the package), which breaks them in real shapes.
+#[test]
+fn serve_and_validate_agree_on_corpus_catalogs_and_their_breakages() {
+    let Some(testdata) = olm_testkit::testdata() else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let mut differences = Vec::new();
+    let mut compare_dir = |name: String, dir: &Path| {
+        let (served, unreadable) = serve_verdict(dir);
+        let validated = validate_verdict(dir);
+        if validated.as_ref() != Some(&served) || unreadable {
+            differences.push(format!("{name}: validate {validated:?}, serve {served:?}"));
+        }
+        served.refused
+    };
+    let mut catalogs = 0;
+    for catalog in std::fs::read_dir(testdata.join("catalogs")).unwrap() {
+        let catalog = catalog.unwrap().path();
+        let name = catalog.file_name().unwrap().to_string_lossy().into_owned();
+        catalogs += 1;
+        assert!(!compare_dir(name.clone(), &catalog), "{name} is valid");
+        let files: Vec<_> = walk_files(&catalog);
+        let size: u64 = files.iter().map(|f| f.metadata().unwrap().len()).sum();
+        if size > 1 << 20 {
+            continue;
+        }
+        for schema in ["olm.bundle", "olm.channel", "olm.package"] {
+            let dir = scratch.path().join(format!("{name}-without-{schema}"));
+            std::fs::create_dir(&dir).unwrap();
+            let mut docs: Vec<Value> = Vec::new();
+            for file in &files {
+                let text = std::fs::read_to_string(file).unwrap();
+                docs.extend(
+                    serde_json::Deserializer::from_str(&text)
+                        .into_iter::<Value>()
+                        .map(Result::unwrap),
+                );
+            }
+            let first = docs.iter().position(|d| d["schema"] == schema).unwrap();
+            docs.remove(first);
+            write_docs(&dir, &docs);
+            assert!(
+                compare_dir(format!("{name} without its first {schema}"), &dir),
+                "{name} without its first {schema} is refused"
+            );
+        }
+    }
+    assert!(catalogs >= 4, "corpus catalogs: {catalogs}");
+    assert!(differences.is_empty(), "{differences:#?}");
+}
+
+/// Every file under `dir`.
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk_files(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
