@@ -267,7 +267,7 @@ pub enum Error {
         /// The Service's name.
         name: String,
         /// Why it cannot be dialled.
-        reason: crate::service_address::Unroutable,
+        reason: Unroutable,
     },
 
     /// The process could not listen for termination signals.
@@ -305,6 +305,31 @@ pub enum Error {
         /// The names of the tasks that were aborted.
         pending: Vec<String>,
     },
+}
+
+/// Why a Service cannot be dialled by its ClusterIP.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unroutable {
+    /// There is no such Service.
+    #[error("it does not exist")]
+    NotFound,
+    /// The Service is headless: it has no ClusterIP for kube-proxy to route.
+    #[error("it is headless (clusterIP: None)")]
+    Headless,
+    /// The Service is a DNS alias, with no ClusterIP.
+    #[error("it is of type ExternalName")]
+    ExternalName,
+    /// The Service has no ClusterIP (yet).
+    #[error("it has no cluster IP")]
+    NoClusterIp,
+    /// The Service's ClusterIP does not parse as an IP address.
+    #[error("its cluster IP {0:?} is not an IP address")]
+    InvalidClusterIp(String),
+    /// The Service does not serve the port the address names, so kube-proxy
+    /// would not route it.
+    #[error("it has no port {0}")]
+    PortNotServed(u16),
 }
 
 impl Error {

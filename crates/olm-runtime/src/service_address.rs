@@ -149,30 +149,7 @@ fn is_dns_label(label: &str) -> bool {
         && bytes.iter().all(|b| alphanumeric(b) || *b == b'-')
 }
 
-/// Why a Service cannot be dialled by its ClusterIP.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Unroutable {
-    /// There is no such Service.
-    #[error("it does not exist")]
-    NotFound,
-    /// The Service is headless: it has no ClusterIP for kube-proxy to route.
-    #[error("it is headless (clusterIP: None)")]
-    Headless,
-    /// The Service is a DNS alias, with no ClusterIP.
-    #[error("it is of type ExternalName")]
-    ExternalName,
-    /// The Service has no ClusterIP (yet).
-    #[error("it has no cluster IP")]
-    NoClusterIp,
-    /// The Service's ClusterIP does not parse as an IP address.
-    #[error("its cluster IP {0:?} is not an IP address")]
-    InvalidClusterIp(String),
-    /// The Service does not serve the port the address names, so kube-proxy
-    /// would not route it.
-    #[error("it has no port {0}")]
-    PortNotServed(u16),
-}
+pub use crate::error::Unroutable;
 
 /// Rewrites addresses naming a Service as [`ServiceLookup`] says; cheap to
 /// clone.

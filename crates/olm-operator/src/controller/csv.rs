@@ -3,6 +3,7 @@
 //! decision (metadata, installer, deletions, status, events, requeues).
 
 use crate::decide::Error as Decision;
+use olm_api::ownership::has_owner_labels;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use jiff::Timestamp;
@@ -35,7 +36,7 @@ use crate::{
             OwnedClusterObjects, after_install, decide,
         },
         csv_status::{self, CsvEvent, EventType},
-        deployment::{DeploymentOverrides, check_deployments, has_owner_labels, validate_strategy},
+        deployment::{DeploymentOverrides, check_deployments, validate_strategy},
         group_rbac::{
             ApiServiceUids, CrdUids, api_role_needs_write, api_service_cluster_roles,
             provided_api_cluster_roles,
@@ -809,7 +810,7 @@ async fn delete_owned_cluster_objects(
     context: &Context,
     csv: &ClusterServiceVersion,
 ) -> Result<(), Error> {
-    let selector = crate::decide::deployment::owner_labels(csv)
+    let selector = olm_api::ownership::owner_labels(csv)
         .iter()
         .map(|(key, value)| format!("{key}={value}"))
         .collect::<Vec<_>>()

@@ -4,6 +4,7 @@
 //! `status.components` from the objects carrying the label (upstream's
 //! adoption and operator controllers; rules in [`crate::decide::operator`]).
 
+use olm_api::ownership::has_owner_labels;
 use std::{collections::BTreeMap, sync::Arc};
 
 use kube::{
@@ -18,12 +19,9 @@ use serde::{Serialize, de::DeserializeOwned};
 use super::{Context, FIELD_MANAGER};
 use crate::{
     Error,
-    decide::{
-        deployment::has_owner_labels,
-        operator::{
-            COMPONENT_KINDS, component_labels, component_ref, csv_component_labels,
-            missing_component_labels, operator_of_label, operator_status,
-        },
+    decide::operator::{
+        COMPONENT_KINDS, component_labels, component_ref, csv_component_labels,
+        missing_component_labels, operator_of_label, operator_status,
     },
 };
 

@@ -10,6 +10,7 @@
 //! resync do the rest.
 
 use crate::decide::Error as Decision;
+use olm_api::ownership::owner_labels;
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::{Duration, SystemTime},
@@ -54,7 +55,6 @@ use crate::{
             service_for, serving_targets,
         },
         csv_phase::{ApiServiceResources, ApiServicesCheck, IssuedCertificates, WebhooksCheck},
-        deployment::owner_labels,
         webhook::{
             AdmissionConfiguration, ObservedWebhooks, configuration, conversion_crds,
             conversions_to_reset, description_selector, namespace_selector, removed_configurations,
@@ -688,10 +688,7 @@ async fn write_secret(
         Some(current)
             if current.data != desired.data
                 || ca_hash(current) != ca_hash(&desired)
-                || !crate::decide::deployment::has_owner_labels(
-                    current.metadata.labels.as_ref(),
-                    csv,
-                ) =>
+                || !olm_api::ownership::has_owner_labels(current.metadata.labels.as_ref(), csv) =>
         {
             desired.metadata.resource_version = current.metadata.resource_version.clone();
             secrets

@@ -10,6 +10,7 @@
 //! deciding that nothing needs writing costs no API call and holds no copy
 //! bodies in memory.
 
+use olm_api::ownership::{has_owner_labels, owner_labels};
 use std::{collections::BTreeMap, sync::Arc};
 
 use futures::StreamExt;
@@ -31,7 +32,6 @@ use crate::{
             COPY_HASH_STATUS_ANNOTATION, CopyInputs, CopyWrite, ExistingCopy, copies_enabled,
             is_copied, plan_copies,
         },
-        deployment::{has_owner_labels, owner_labels},
         group_rbac::{
             binds_role, copied_role_needs_write, lifted_cluster_rbac, target_namespace_rbac,
         },

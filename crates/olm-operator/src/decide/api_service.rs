@@ -34,8 +34,8 @@ use super::{
     },
     csv_phase::{ApiServiceResources, ApiServicesCheck},
     csv_status,
-    deployment::owner_labels,
 };
+use olm_api::ownership::owner_labels;
 
 /// Upstream's `groupPriorityMinimum` of the APIServices it creates.
 pub const GROUP_PRIORITY_MINIMUM: i32 = 2000;

@@ -46,7 +46,7 @@ use k8s_openapi::{
 use olm_api::{csv::ClusterServiceVersion, labels};
 use olm_certs::{Decision, Material, RotationPolicy};
 
-use super::deployment::{non_blocking_owner, owner_labels};
+use olm_api::ownership::{non_blocking_owner, owner_labels};
 
 /// Secret key of the serving certificate (as upstream).
 pub const TLS_CERT_KEY: &str = "tls.crt";

@@ -35,7 +35,7 @@ use olm_api::{
 use super::Error;
 use super::hash::content_hash;
 
-pub use olm_api::ownership::{has_owner_labels, non_blocking_owner, owner_labels};
+use olm_api::ownership::{has_owner_labels, non_blocking_owner, owner_labels};
 pub use olm_plan::csv_rbac::{InvalidStrategy, validate_strategy};
 
 /// What adjusts the strategy's Deployments beyond the CSV itself.

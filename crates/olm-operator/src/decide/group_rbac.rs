@@ -38,11 +38,15 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference},
 };
-use olm_api::{csv::ClusterServiceVersion, labels, operator_group::OperatorGroup};
+use olm_api::{
+    csv::ClusterServiceVersion,
+    labels,
+    operator_group::OperatorGroup,
+    ownership::{non_blocking_owner, owner_labels},
+};
 
 use super::{
     api_surface::{ApiKey, ApiSet},
-    deployment::{non_blocking_owner, owner_labels},
     hash::sha224_base62,
     rbac::RBAC_GROUP,
 };

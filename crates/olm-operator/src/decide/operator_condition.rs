@@ -26,7 +26,7 @@ use olm_api::{
     operator_condition::{OperatorCondition, OperatorConditionSpec, UPGRADEABLE},
 };
 
-use super::deployment::non_blocking_owner;
+use olm_api::ownership::non_blocking_owner;
 
 /// Why the operator may not be upgraded; the text is upstream's error and
 /// becomes part of the CSV message.

@@ -15,6 +15,7 @@
 //! (upstream hashes the Go value; the label only needs to change when the
 //! description does).
 
+use olm_api::ownership::owner_labels;
 use std::collections::BTreeMap;
 
 use k8s_openapi::{
@@ -40,7 +41,6 @@ use super::Error;
 use super::{
     certs::{DEFAULT_SERVICE_PORT, service_name},
     csv_phase::WebhooksCheck,
-    deployment::owner_labels,
     hash::content_hash,
 };
 

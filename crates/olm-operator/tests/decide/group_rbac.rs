@@ -346,7 +346,7 @@ fn per_api_roles_of_an_owned_api_service_match_upstream() {
 
 fn operator_role() -> (Role, RoleBinding) {
     let csv = widget_operator();
-    let mut role_labels = olm_operator::decide::deployment::owner_labels(&csv);
+    let mut role_labels = olm_api::ownership::owner_labels(&csv);
     role_labels.insert(labels::PERMISSIONS_HASH.into(), "h".into());
     let meta = ObjectMeta {
         name: Some("widget-operator.v1.2.0-widget-sa-abc".into()),
