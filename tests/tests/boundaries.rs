@@ -149,3 +149,146 @@ fn decide_folders_are_pure() {
         "rules in decide/ reach for I/O or a client; move it to the controller: {impure:#?}"
     );
 }
+
+/// A crate's modules, by path (`["decide", "certs"]`), with the modules
+/// each names in its code (`crate::x`, `super::x`; comments, doc links and
+/// the `#[cfg(test)]` tail of a file are not counted).
+fn module_graph(
+    src: &std::path::Path,
+) -> std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let path_of = |file: &std::path::Path| -> Vec<String> {
+        let relative = file.strip_prefix(src).unwrap().with_extension("");
+        let mut parts: Vec<String> = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if matches!(
+            parts.last().map(String::as_str),
+            Some("mod" | "lib" | "main")
+        ) {
+            parts.pop();
+        }
+        parts
+    };
+    let modules: std::collections::BTreeSet<Vec<String>> =
+        files.iter().map(|f| path_of(f)).collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for file in &files {
+        let module = path_of(file);
+        let text = std::fs::read_to_string(file).unwrap();
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut named = std::collections::BTreeSet::new();
+        for (prefix, base) in [
+            ("crate::", Vec::new()),
+            ("super::", module[..module.len().saturating_sub(1)].to_vec()),
+        ] {
+            for (at, _) in code.match_indices(prefix) {
+                let before = code[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let rest = &code[at + prefix.len()..];
+                let mut path = base.clone();
+                for segment in rest.split("::") {
+                    let word: String = segment
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                        .collect();
+                    if word.is_empty() {
+                        break;
+                    }
+                    path.push(word.clone());
+                    if word.len() != segment.len() {
+                        break;
+                    }
+                }
+                while !path.is_empty() && !modules.contains(&path) {
+                    path.pop();
+                }
+                if !path.is_empty() && !module.starts_with(&path) {
+                    named.insert(path);
+                }
+            }
+        }
+        graph.insert(module, named.into_iter().collect());
+    }
+    graph
+}
+
+/// Modules of one crate that import each other, directly or around a loop.
+fn cycles(graph: &std::collections::BTreeMap<Vec<String>, Vec<Vec<String>>>) -> Vec<Vec<String>> {
+    let reaches = |from: &Vec<String>, to: &Vec<String>| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = vec![from.clone()];
+        while let Some(module) = stack.pop() {
+            for next in graph.get(&module).into_iter().flatten() {
+                if next == to {
+                    return true;
+                }
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        false
+    };
+    let mut found = Vec::new();
+    for (module, named) in graph {
+        for other in named {
+            if module < other && reaches(other, module) {
+                found.push(vec![module.join("::"), other.join("::")]);
+            }
+        }
+    }
+    found
+}
+
+/// No module imports, through any chain, a module that imports it: each
+/// concept's home depends on the homes below it, never back.
+#[test]
+fn modules_within_a_crate_do_not_import_in_a_cycle() {
+    let root = olm_e2e::workspace_root().join("crates");
+    let mut found = Vec::new();
+    let mut crates = 0;
+    for krate in std::fs::read_dir(&root).unwrap() {
+        let krate = krate.unwrap().path();
+        let src = krate.join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        crates += 1;
+        for cycle in cycles(&module_graph(&src)) {
+            found.push(format!(
+                "{}: {}",
+                krate.file_name().unwrap().to_string_lossy(),
+                cycle.join(" <-> ")
+            ));
+        }
+    }
+    assert!(crates >= 15, "crates scanned: {crates}");
+    assert!(found.is_empty(), "import cycles: {found:#?}");
+}
+
+/// The check finds a cycle where there is one.
+#[test]
+fn the_cycle_check_sees_a_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(dir.path().join("a.rs"), "use crate::b::Thing;\n").unwrap();
+    std::fs::write(
+        dir.path().join("b.rs"),
+        "// crate::a in a comment does not count\npub struct Thing(super::a::Other);\n",
+    )
+    .unwrap();
+    let found = cycles(&module_graph(dir.path()));
+    assert_eq!(found, [vec!["a".to_owned(), "b".to_owned()]]);
+}

@@ -169,60 +169,6 @@ impl Dependency {
     }
 }
 
-/// Which entries of a catalog may match a requirement: found through an
-/// index, or every entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Reach {
-    /// Only entries in these index lists can match (sorted, deduplicated).
-    Some(Vec<u32>),
-    /// Any entry may match.
-    All,
-}
-
-impl Dependency {
-    /// The entries of `snapshot` that can match, from its indexes.
-    pub(crate) fn reach(&self, snapshot: &crate::model::CatalogSnapshot) -> Reach {
-        match &self.kind {
-            DependencyKind::Gvk(g) => {
-                Reach::Some(snapshot.by_gvk.get(g).cloned().unwrap_or_default())
-            }
-            DependencyKind::Package { name, .. } => Reach::Some(
-                snapshot
-                    .by_package
-                    .get(name.as_str())
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-            DependencyKind::Label(l) => {
-                Reach::Some(snapshot.by_label.get(l).cloned().unwrap_or_default())
-            }
-            DependencyKind::All(ds) => {
-                // The smallest bounded child bounds the conjunction.
-                ds.iter()
-                    .filter_map(|d| match d.reach(snapshot) {
-                        Reach::Some(ids) => Some(ids),
-                        Reach::All => None,
-                    })
-                    .min_by_key(Vec::len)
-                    .map_or(Reach::All, Reach::Some)
-            }
-            DependencyKind::Any(ds) => {
-                let mut all = Vec::new();
-                for d in ds {
-                    match d.reach(snapshot) {
-                        Reach::Some(ids) => all.extend(ids),
-                        Reach::All => return Reach::All,
-                    }
-                }
-                all.sort_unstable();
-                all.dedup();
-                Reach::Some(all)
-            }
-            DependencyKind::Not(_) | DependencyKind::Cel(_) => Reach::All,
-        }
-    }
-}
-
 impl fmt::Display for Dependency {
     /// Upstream's predicate description (OLM v0.46 `cache` predicates'
     /// `String`). A `failureMessage` shows only with a CEL rule, as

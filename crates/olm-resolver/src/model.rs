@@ -20,7 +20,7 @@ use olm_catalog::{
     semver::{Range, Version},
 };
 
-use crate::constraint::{Dependency, DependencyError};
+use crate::constraint::{Dependency, DependencyError, DependencyKind};
 
 /// An interned, cheaply cloned string.
 pub type Name = Arc<str>;
@@ -602,4 +602,60 @@ pub struct NamespaceState {
     pub csvs: Vec<InstalledCsv>,
     /// Subscriptions.
     pub subscriptions: Vec<Subscription>,
+}
+
+/// Which entries of a catalog may match a requirement: found through an
+/// index, or every entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Only entries in these index lists can match (sorted, deduplicated).
+    Some(Vec<u32>),
+    /// Any entry may match.
+    All,
+}
+
+impl CatalogSnapshot {
+    /// The entries of this snapshot that can match `dependency`, from its
+    /// indexes.
+    pub(crate) fn reach(&self, dependency: &Dependency) -> Reach {
+        let snapshot = self;
+        match &dependency.kind {
+            DependencyKind::Gvk(g) => {
+                Reach::Some(snapshot.by_gvk.get(g).cloned().unwrap_or_default())
+            }
+            DependencyKind::Package { name, .. } => Reach::Some(
+                snapshot
+                    .by_package
+                    .get(name.as_str())
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+            DependencyKind::Label(l) => {
+                Reach::Some(snapshot.by_label.get(l).cloned().unwrap_or_default())
+            }
+            DependencyKind::All(ds) => {
+                // The smallest bounded child bounds the conjunction.
+                ds.iter()
+                    .filter_map(|d| match snapshot.reach(d) {
+                        Reach::Some(ids) => Some(ids),
+                        Reach::All => None,
+                    })
+                    .min_by_key(Vec::len)
+                    .map_or(Reach::All, Reach::Some)
+            }
+            DependencyKind::Any(ds) => {
+                let mut all = Vec::new();
+                for d in ds {
+                    match snapshot.reach(d) {
+                        Reach::Some(ids) => all.extend(ids),
+                        Reach::All => return Reach::All,
+                    }
+                }
+                all.sort_unstable();
+                all.dedup();
+                Reach::Some(all)
+            }
+            DependencyKind::Not(_) | DependencyKind::Cel(_) => Reach::All,
+        }
+    }
 }

@@ -12,7 +12,8 @@ use olm_catalog::{property, semver::Version};
 use serde::Serialize;
 
 use crate::{
-    constraint::{Dependency, Reach},
+    constraint::Dependency,
+    model::Reach,
     model::{
         BundleData, CatalogKey, CatalogSnapshot, Entry, EntryId, Interner, NamespaceState,
         Subscription,
@@ -482,7 +483,7 @@ impl Builder<'_> {
                     ));
                 }
             };
-            match d.reach(catalog) {
+            match catalog.reach(d) {
                 Reach::Some(ids) => ids.into_iter().for_each(&mut visit),
                 Reach::All => (0..catalog.entries.len() as EntryId).for_each(&mut visit),
             }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::images::DEFAULT_OPM_IMAGE;
+pub(crate) use crate::images::TlsOptions;
 
 /// operator package manager
 #[derive(Debug, Parser)]
@@ -28,15 +29,6 @@ pub(crate) struct Cli {
     pub debug: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
-}
-
-/// How to reach registries, from the global flags.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct TlsOptions {
-    /// Accept any certificate.
-    pub skip_tls_verify: bool,
-    /// Plain HTTP.
-    pub use_http: bool,
 }
 
 impl Cli {

@@ -10,8 +10,6 @@ use std::{
 use anyhow::Context as _;
 use olm_oci::{Client, ClientOptions, DockerConfig, ExtractOptions, PulledManifest, Reference};
 
-use crate::cli::TlsOptions;
-
 /// Label of a catalog image naming its FBC root (upstream's
 /// `containertools.ConfigsLocationLabel`).
 pub(crate) const CONFIGS_LOCATION_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
@@ -25,6 +23,15 @@ pub(crate) const CONFIGS_DIR: &str = "/configs";
 /// catalog images are built on by default, so that they serve themselves.
 pub(crate) const DEFAULT_OPM_IMAGE: &str =
     concat!("ghcr.io/olm-rs/opm:", env!("CARGO_PKG_VERSION"));
+
+/// How to reach registries, from the global flags.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TlsOptions {
+    /// Accept any certificate.
+    pub skip_tls_verify: bool,
+    /// Plain HTTP.
+    pub use_http: bool,
+}
 
 /// A client for `reference`'s registry.
 pub(crate) fn client_for(
