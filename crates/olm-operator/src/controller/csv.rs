@@ -2,8 +2,6 @@
 //! from the caches, build the [`CsvObservation`], [`decide`], then act on the
 //! decision (metadata, installer, deletions, status, events, requeues).
 
-use crate::decide::Error as Decision;
-use olm_api::ownership::has_owner_labels;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use jiff::Timestamp;
@@ -19,6 +17,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams},
     runtime::{controller::Action, reflector::ObjectRef},
 };
+use olm_api::ownership::has_owner_labels;
 use olm_api::{
     csv::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase},
     labels,
@@ -27,6 +26,7 @@ use olm_api::{
 };
 
 use super::{Context, FIELD_MANAGER, install};
+use crate::decide::Error as Decision;
 use crate::{
     Error,
     decide::{

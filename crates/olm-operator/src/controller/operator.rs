@@ -4,7 +4,6 @@
 //! `status.components` from the objects carrying the label (upstream's
 //! adoption and operator controllers; rules in [`crate::decide::operator`]).
 
-use olm_api::ownership::has_owner_labels;
 use std::{collections::BTreeMap, sync::Arc};
 
 use kube::{
@@ -12,6 +11,7 @@ use kube::{
     api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams},
     runtime::{controller::Action, reflector::ObjectRef},
 };
+use olm_api::ownership::has_owner_labels;
 use olm_api::{csv::ClusterServiceVersion, labels, operator::Operator, subscription::Subscription};
 use olm_runtime::apply::{apply, write_status};
 use serde::{Serialize, de::DeserializeOwned};

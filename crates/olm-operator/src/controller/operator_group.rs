@@ -5,7 +5,6 @@
 //! those APIs, so that an intersection conflict elsewhere is looked at again
 //! (upstream's `syncOperatorGroups`).
 
-use crate::decide::Error as Decision;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -23,6 +22,7 @@ use olm_api::{
 use olm_runtime::apply::{apply, write_status};
 
 use super::{Context, FIELD_MANAGER, requeue_csvs, scoped};
+use crate::decide::Error as Decision;
 use crate::{
     Error,
     decide::{

@@ -10,7 +10,6 @@
 //! deciding that nothing needs writing costs no API call and holds no copy
 //! bodies in memory.
 
-use olm_api::ownership::{has_owner_labels, owner_labels};
 use std::{collections::BTreeMap, sync::Arc};
 
 use futures::StreamExt;
@@ -21,6 +20,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams},
     runtime::controller::Action,
 };
+use olm_api::ownership::{has_owner_labels, owner_labels};
 use olm_api::{csv::ClusterServiceVersion, labels, operator_group::OperatorGroup};
 use olm_runtime::apply::apply;
 

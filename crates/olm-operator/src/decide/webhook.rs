@@ -15,7 +15,6 @@
 //! (upstream hashes the Go value; the label only needs to change when the
 //! description does).
 
-use olm_api::ownership::owner_labels;
 use std::collections::BTreeMap;
 
 use k8s_openapi::{
@@ -31,6 +30,7 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
 };
+use olm_api::ownership::owner_labels;
 use olm_api::{
     csv::{ClusterServiceVersion, InstallModeType, WebhookAdmissionType, WebhookDescription},
     labels,
