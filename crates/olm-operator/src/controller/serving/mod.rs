@@ -9,7 +9,7 @@
 //! goes (see `wakeups`); the certificates' own next rotation time and the
 //! resync do the rest.
 //!
-//! [`observe`] reads what the decisions look at; [`install`] and [`cleanup`]
+//! [`observe()`] reads what the decisions look at; [`install()`] and [`cleanup`]
 //! carry out what they return; this module holds the watches that wake a
 //! CSV and the helpers both share.
 
