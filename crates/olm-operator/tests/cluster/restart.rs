@@ -10,9 +10,11 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
+use futures::StreamExt as _;
 use kube::{
     Api,
     api::{ListParams, PostParams},
+    runtime::{WatchStreamExt as _, watcher},
 };
 use olm_api::{
     csv::ClusterServiceVersion, operator_condition::OperatorCondition,
@@ -24,7 +26,7 @@ use crate::{
         CSV_NAME, PHASE_DEADLINE, create_widget_crd, custom_csv, delete_crd, explained,
         group_targeting, phase_and_reason, wait_for, wait_for_csv_phase,
     },
-    eventually, init_logs, olm_crds_installed,
+    init_logs, olm_crds_installed,
 };
 
 /// The `olm-operator` binary running as a child process; killed (SIGKILL)
@@ -94,6 +96,16 @@ async fn a_killed_operator_finishes_the_install_after_restart_without_duplicates
             .unwrap();
         let first = OperatorProcess::start(&[&home, &east]);
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &home);
+        // Every status write shows in a watch; a poll can miss the short
+        // Installing window (kwok makes the Deployment Available in about
+        // 0.2 s) on a busy machine. The watch starts before the CSV exists.
+        let mut phases = std::pin::pin!(
+            watcher(
+                csvs.clone(),
+                watcher::Config::default().fields(&format!("metadata.name={CSV_NAME}")),
+            )
+            .applied_objects()
+        );
         csvs.create(
             &PostParams::default(),
             &custom_csv(&home, &home, CSV_NAME, &["OwnNamespace", "MultiNamespace"]),
@@ -102,19 +114,18 @@ async fn a_killed_operator_finishes_the_install_after_restart_without_duplicates
         .unwrap();
 
         // Kill it as soon as the install is under way.
-        let killed_in = eventually("install under way", PHASE_DEADLINE, || {
-            let csvs = csvs.clone();
-            async move {
-                let csv = csvs.get(CSV_NAME).await.map_err(|e| e.to_string())?;
-                let phase = phase_and_reason(&csv).0;
+        let killed_in = tokio::time::timeout(PHASE_DEADLINE, async {
+            while let Some(csv) = phases.next().await {
+                let phase = phase_and_reason(&csv.expect("watch")).0;
+                assert_ne!(phase, "Succeeded", "the install finished before it was under way");
                 if ["Pending", "InstallReady", "Installing"].contains(&phase.as_str()) {
-                    Ok(phase)
-                } else {
-                    Err(format!("phase {phase:?}"))
+                    return phase;
                 }
             }
+            panic!("the csv watch ended");
         })
-        .await;
+        .await
+        .expect("install under way within the phase deadline");
         first.kill();
         tracing::info!(killed_in, "olm-operator killed");
 
