@@ -74,6 +74,30 @@ pub fn retry_delay(failures_in_a_row: u32) -> Duration {
         .min(RETRY_BACKOFF_CAP)
 }
 
+/// Whether a service that watches `watched` reconciles objects of
+/// `namespace`: every namespace when the list is empty or has an empty
+/// entry (upstream's `--watchedNamespaces=""`), else the ones listed.
+pub fn watches(watched: &[String], namespace: &str) -> bool {
+    watched.is_empty() || watched.iter().any(|n| n.is_empty() || n == namespace)
+}
+
+/// The triggers of objects in the namespaces a service watches
+/// ([`watches`]): objects of other namespaces are never reconciled.
+pub fn in_watched_namespaces<K>(
+    watched: Vec<String>,
+    triggers: impl Stream<Item = ObjectRef<K>> + Send + 'static,
+) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + 'static,
+{
+    triggers.filter(move |object| {
+        std::future::ready(watches(
+            &watched,
+            object.namespace.as_deref().unwrap_or_default(),
+        ))
+    })
+}
+
 /// One controller: its metrics (whose `controller` label names it, and
 /// names its span `reconcile_<name>` unless it brings its own span) and how
 /// it debounces triggers.
@@ -288,6 +312,26 @@ mod tests {
         ];
         for (failures, wanted) in cases {
             assert_eq!(retry_delay(failures), wanted, "{failures} failures");
+        }
+    }
+
+    #[test]
+    fn watched_namespaces() {
+        let list = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        let cases = [
+            (list(&[]), "sample", true),
+            (list(&[""]), "sample", true),
+            (list(&["sample"]), "sample", true),
+            (list(&["sample", "other"]), "other", true),
+            (list(&["sample"]), "other", false),
+            (list(&["sample"]), "", false),
+        ];
+        for (watched, namespace, wanted) in cases {
+            assert_eq!(
+                watches(&watched, namespace),
+                wanted,
+                "{watched:?} {namespace:?}"
+            );
         }
     }
 

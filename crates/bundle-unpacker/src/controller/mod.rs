@@ -24,7 +24,11 @@ use olm_api::{
     catalog_source::CatalogSource, install_plan::InstallPlan, operator_group::OperatorGroup,
 };
 use olm_bus::{Bus, ConnectionState, WorkItem, WorkQueueOptions, events::BundleUnpackRequest};
-use olm_runtime::{admin::Readiness, cache, controller::Controller};
+use olm_runtime::{
+    admin::Readiness,
+    cache,
+    controller::{Controller, in_watched_namespaces},
+};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -101,7 +105,7 @@ impl Default for UnpackerConfig {
 impl UnpackerConfig {
     /// Whether InstallPlans of `namespace` are served.
     pub fn watches(&self, namespace: &str) -> bool {
-        self.watched_namespaces.is_empty() || self.watched_namespaces.iter().any(|n| n == namespace)
+        olm_runtime::controller::watches(&self.watched_namespaces, namespace)
     }
 }
 
@@ -214,12 +218,9 @@ pub async fn run(
                     }
                 }
             };
-            let wanted = config.clone();
             let watch_loop = Controller::new(worker.metrics.watch_reconciles.clone()).run(
                 plans.clone(),
-                plan_rx.filter(move |r| {
-                    std::future::ready(wanted.watches(r.namespace.as_deref().unwrap_or_default()))
-                }),
+                in_watched_namespaces(config.watched_namespaces.clone(), plan_rx),
                 context.clone(),
                 reconcile,
                 shutdown.clone(),

@@ -40,7 +40,7 @@ use olm_runtime::{
     admin::Readiness,
     apply::FieldManager,
     cache::{self, Reflector},
-    controller::Controller,
+    controller::{Controller, in_watched_namespaces},
     service_address::{AddressResolver, ServiceLookup},
 };
 use serde::de::DeserializeOwned;
@@ -102,21 +102,6 @@ fn requeue_namespace<K: Resource>(
     if let Some(namespace) = object.meta().namespace.as_deref() {
         let _ = sender.unbounded_send(ObjectRef::new(namespace));
     }
-}
-
-/// The triggers of objects in namespaces this service watches: the others
-/// are never reconciled.
-fn watched<K>(
-    config: &ControllerConfig,
-    triggers: mpsc::UnboundedReceiver<ObjectRef<K>>,
-) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static
-where
-    K: Resource<DynamicType = ()> + 'static,
-{
-    let config = config.clone();
-    triggers.filter(move |object| {
-        std::future::ready(config.watches(object.namespace.as_deref().unwrap_or_default()))
-    })
 }
 
 fn namespaced_trigger<K>(
@@ -183,7 +168,7 @@ pub struct ControllerConfig {
 impl ControllerConfig {
     /// Whether catalogs of `namespace` are reconciled.
     pub fn watches(&self, namespace: &str) -> bool {
-        self.watched_namespaces.is_empty() || self.watched_namespaces.iter().any(|n| n == namespace)
+        olm_runtime::controller::watches(&self.watched_namespaces, namespace)
     }
 }
 
@@ -504,7 +489,7 @@ pub async fn run(
             let metrics = &context.metrics;
             let catalog_loop = Controller::new(metrics.catalog_source_reconciles.clone()).run(
                 context.caches.catalogs.clone(),
-                watched(&context.config, catalog_rx),
+                in_watched_namespaces(context.config.watched_namespaces.clone(), catalog_rx),
                 context.clone(),
                 catalog_source::reconcile,
                 shutdown.clone(),
@@ -513,7 +498,7 @@ pub async fn run(
                 .span(install_plan::span)
                 .run(
                     context.caches.install_plans.clone(),
-                    watched(&context.config, plan_rx),
+                    in_watched_namespaces(context.config.watched_namespaces.clone(), plan_rx),
                     context.clone(),
                     install_plan::reconcile,
                     shutdown.clone(),

@@ -73,7 +73,11 @@ use olm_api::{
     operator_condition::OperatorCondition, operator_group::OperatorGroup,
     subscription::Subscription,
 };
-use olm_runtime::{admin::Readiness, apply::FieldManager, controller::Controller};
+use olm_runtime::{
+    admin::Readiness,
+    apply::FieldManager,
+    controller::{Controller, in_watched_namespaces},
+};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -141,11 +145,7 @@ impl ControllerConfig {
 
     /// Whether objects of `namespace` are reconciled.
     fn watches(&self, namespace: &str) -> bool {
-        self.watched_namespaces.is_empty()
-            || self
-                .watched_namespaces
-                .iter()
-                .any(|ns| ns.is_empty() || ns == namespace)
+        olm_runtime::controller::watches(&self.watched_namespaces, namespace)
     }
 
     fn api<K>(&self, client: &Client) -> Api<K>
@@ -199,21 +199,6 @@ pub(crate) struct Context {
     pub(crate) olm_config_requeue: mpsc::UnboundedSender<()>,
     /// Requests to compute an Operator's components again, by name.
     pub(crate) operator_requeue: mpsc::UnboundedSender<String>,
-}
-
-/// The triggers of objects in namespaces this service watches: the others
-/// are never reconciled.
-fn watched<K>(
-    config: &ControllerConfig,
-    triggers: mpsc::UnboundedReceiver<ObjectRef<K>>,
-) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static
-where
-    K: Resource<DynamicType = ()> + 'static,
-{
-    let config = config.clone();
-    triggers.filter(move |object| {
-        std::future::ready(config.watches(object.namespace.as_deref().unwrap_or_default()))
-    })
 }
 
 fn requeue_csvs<'a>(
@@ -599,7 +584,7 @@ pub async fn run(
                 .span(csv::span)
                 .run(
                     context.caches.csvs.clone(),
-                    watched(config, csv_rx),
+                    in_watched_namespaces(config.watched_namespaces.clone(), csv_rx),
                     context.clone(),
                     csv::reconcile,
                     shutdown.clone(),
@@ -608,21 +593,21 @@ pub async fn run(
                 .debounce(COPY_DEBOUNCE)
                 .run(
                     context.caches.csvs.clone(),
-                    watched(config, copy_rx),
+                    in_watched_namespaces(config.watched_namespaces.clone(), copy_rx),
                     context.clone(),
                     targets::reconcile,
                     shutdown.clone(),
                 );
             let og_loop = Controller::new(metrics.operator_group_reconciles.clone()).run(
                 context.caches.operator_groups.clone(),
-                watched(config, og_rx),
+                in_watched_namespaces(config.watched_namespaces.clone(), og_rx),
                 context.clone(),
                 operator_group::reconcile,
                 shutdown.clone(),
             );
             let oc_loop = Controller::new(metrics.operator_condition_reconciles.clone()).run(
                 context.caches.operator_conditions.clone(),
-                watched(config, oc_rx),
+                in_watched_namespaces(config.watched_namespaces.clone(), oc_rx),
                 context.clone(),
                 operator_condition::reconcile,
                 shutdown.clone(),

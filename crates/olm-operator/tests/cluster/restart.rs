@@ -6,11 +6,11 @@ use std::{
     time::Duration,
 };
 
+use futures::StreamExt as _;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
-use futures::StreamExt as _;
 use kube::{
     Api,
     api::{ListParams, PostParams},

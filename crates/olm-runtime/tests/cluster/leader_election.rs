@@ -172,15 +172,7 @@ async fn leader_steps_down_when_its_lease_is_taken() {
         .expect("elector running");
     let lost = leader.lost();
 
-    // Another party rewrites the lease (at its current resourceVersion).
-    let mut lease = leases.get(LEASE).await.expect("lease exists");
-    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-    spec.holder_identity = Some("intruder".to_owned());
-    spec.lease_duration_seconds = Some(3600);
-    leases
-        .replace(LEASE, &PostParams::default(), &lease)
-        .await
-        .expect("intruder takes the lease");
+    take_lease(&leases, "intruder").await;
 
     within(PROMPTLY, "leader notices the lease was taken", lost).await;
     assert!(!leader.is_leader());
@@ -224,14 +216,7 @@ async fn work_run_while_leading_stops_when_the_lease_is_taken() {
         .await
         .expect("work started");
 
-    let mut lease = leases.get(LEASE).await.expect("lease exists");
-    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-    spec.holder_identity = Some("intruder".to_owned());
-    spec.lease_duration_seconds = Some(3600);
-    leases
-        .replace(LEASE, &PostParams::default(), &lease)
-        .await
-        .expect("intruder takes the lease");
+    take_lease(&leases, "intruder").await;
 
     within(PROMPTLY, "work is told to stop", stopped)
         .await
@@ -245,6 +230,19 @@ async fn work_run_while_leading_stops_when_the_lease_is_taken() {
     );
     assert!(!shutdown.is_cancelled());
     assert_eq!(holder(&leases).await.0.as_deref(), Some("intruder"));
+}
+
+/// Another party rewrites the lease (at its current resourceVersion) to
+/// hold it for an hour.
+async fn take_lease(leases: &Api<Lease>, holder: &str) {
+    let mut lease = leases.get(LEASE).await.expect("lease exists");
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    spec.holder_identity = Some(holder.to_owned());
+    spec.lease_duration_seconds = Some(3600);
+    leases
+        .replace(LEASE, &PostParams::default(), &lease)
+        .await
+        .expect("the lease is taken");
 }
 
 /// A lease's holder and transition count.

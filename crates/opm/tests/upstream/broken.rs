@@ -265,6 +265,26 @@ fn variants() -> Vec<Variant> {
     ]
 }
 
+impl Variant {
+    /// Writes the variant's catalog into `dir`; returns its name.
+    fn write(&self, dir: &Path) -> &'static str {
+        match self {
+            Variant::Docs(name, mutate) => {
+                let mut docs = base();
+                mutate(&mut docs);
+                write_docs(dir, &docs);
+                name
+            }
+            Variant::Files(name, files) | Variant::Lenient(name, files) => {
+                for (file, text) in *files {
+                    std::fs::write(dir.join(file), text).unwrap();
+                }
+                name
+            }
+        }
+    }
+}
+
 fn write_docs(dir: &Path, docs: &[Value]) {
     let mut text = String::new();
     for doc in docs {
@@ -285,20 +305,7 @@ fn validate_and_render_verdicts_match_upstream_on_broken_catalogs() {
     for (i, variant) in variants.iter().enumerate() {
         let dir = scratch.path().join(format!("variant-{i}"));
         std::fs::create_dir(&dir).unwrap();
-        let name = match variant {
-            Variant::Docs(name, mutate) => {
-                let mut docs = base();
-                mutate(&mut docs);
-                write_docs(&dir, &docs);
-                name
-            }
-            Variant::Files(name, files) | Variant::Lenient(name, files) => {
-                for (file, text) in *files {
-                    std::fs::write(dir.join(file), text).unwrap();
-                }
-                name
-            }
-        };
+        let name = variant.write(&dir);
         let dir = dir.to_str().unwrap();
         println!("variant: {name}");
         if let Variant::Lenient(..) = variant {
@@ -424,20 +431,7 @@ fn serve_refuses_what_validate_refuses_with_the_same_rules() {
     for (i, variant) in variants().iter().enumerate() {
         let dir = scratch.path().join(format!("variant-{i}"));
         std::fs::create_dir(&dir).unwrap();
-        let name = match variant {
-            Variant::Docs(name, mutate) => {
-                let mut docs = base();
-                mutate(&mut docs);
-                write_docs(&dir, &docs);
-                name
-            }
-            Variant::Files(name, files) | Variant::Lenient(name, files) => {
-                for (file, text) in *files {
-                    std::fs::write(dir.join(file), text).unwrap();
-                }
-                name
-            }
-        };
+        let name = variant.write(&dir);
         let (served, unreadable) = serve_verdict(&dir);
         match validate_verdict(&dir) {
             // Unreadable documents: both refuse, and only the verdict is
