@@ -1,7 +1,10 @@
 //! One test per bundle rule, each on a small in-memory bundle.
 
 use super::*;
-use crate::bundle::{LoadBundleOptions, RegistryBundle};
+use crate::{
+    bundle::{LoadBundleOptions, RegistryBundle},
+    property,
+};
 
 const CSV: &str = "apiVersion: operators.coreos.com/v1alpha1
 kind: ClusterServiceVersion

@@ -1,7 +1,9 @@
 //! One test per rule, each on a small catalog derived from a valid one.
 
+use std::collections::HashSet;
+
 use super::*;
-use crate::limits::Limits;
+use crate::{fbc::Catalog, limits::Limits, property};
 
 const VALID: &str = r#"---
 schema: olm.package
