@@ -35,6 +35,14 @@ pub enum Error {
 }
 
 impl Error {
+    /// A wrapper of a failed runtime helper that says what was being done.
+    pub(crate) fn runtime(what: &'static str) -> impl FnOnce(olm_runtime::Error) -> Self {
+        move |source| Error::Runtime {
+            what,
+            source: Box::new(source),
+        }
+    }
+
     /// A stable, short name of the failure, for metric labels and Warning
     /// event reasons: the decision's CamelCase category, or the category of
     /// the client's or runtime's error.

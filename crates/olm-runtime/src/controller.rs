@@ -103,6 +103,8 @@ where
 /// it debounces triggers.
 pub struct Controller<K> {
     metrics: ControllerMetrics,
+    /// `reconcile_<name>`, made once rather than on every reconcile.
+    span_name: String,
     span: Option<fn(&K) -> Span>,
     debounce: Duration,
 }
@@ -114,6 +116,7 @@ where
     /// A controller recording its reconciles in `metrics`.
     pub fn new(metrics: ControllerMetrics) -> Self {
         Self {
+            span_name: format!("reconcile_{}", metrics.name()),
             metrics,
             span: None,
             debounce: Duration::ZERO,
@@ -206,7 +209,7 @@ where
                 tracing::info_span!(
                     parent: None,
                     "reconcile",
-                    otel.name = format!("reconcile_{}", self.metrics.name()),
+                    otel.name = self.span_name.as_str(),
                     controller = self.metrics.name(),
                     k8s.namespace.name = meta.namespace.as_deref().unwrap_or_default(),
                     name = meta.name.as_deref().unwrap_or_default(),
@@ -403,10 +406,10 @@ mod tests {
         }
     }
 
-    /// A cache that has listed `object`, as a reflector's does once its
+    /// A cache that has listed `objects`, as a reflector's does once its
     /// first list is in (the loop waits for that).
     fn listed(
-        object: k8s_openapi::api::core::v1::ConfigMap,
+        objects: impl IntoIterator<Item = k8s_openapi::api::core::v1::ConfigMap>,
     ) -> (
         Store<k8s_openapi::api::core::v1::ConfigMap>,
         kube::runtime::reflector::store::Writer<k8s_openapi::api::core::v1::ConfigMap>,
@@ -414,7 +417,9 @@ mod tests {
         use kube::runtime::watcher::Event;
         let (store, mut writer) = kube::runtime::reflector::store();
         writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitApply(object));
+        for object in objects {
+            writer.apply_watcher_event(&Event::InitApply(object));
+        }
         writer.apply_watcher_event(&Event::InitDone);
         (store, writer)
     }
@@ -452,7 +457,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn failures_are_retried_with_backoff_counted_and_forgotten() {
-        let (store, _writer) = listed(config_map("flaky"));
+        let (store, _writer) = listed([config_map("flaky")]);
         let (registry, metrics) = metrics();
         let (triggers, trigger_rx) = futures::channel::mpsc::unbounded();
         let shutdown = CancellationToken::new();
@@ -511,20 +516,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn shutdown_waits_for_the_running_reconcile() {
-        let (store, _writer) = listed(config_map("slow"));
+    async fn shutdown_waits_for_the_running_reconcile_and_starts_no_other() {
+        let (store, _writer) = listed([config_map("slow"), config_map("late")]);
         let (_registry, metrics) = metrics();
         let (triggers, trigger_rx) = futures::channel::mpsc::unbounded();
         let shutdown = CancellationToken::new();
         let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
         let started_tx = Arc::new(Mutex::new(Some(started_tx)));
+        let reconciled = Arc::new(Mutex::new(Vec::<String>::new()));
         let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let run = tokio::spawn(Controller::new(metrics).run(
             store,
             trigger_rx,
-            Arc::new((started_tx, finished.clone())),
-            |_object, context| async move {
-                let (started, finished) = context.as_ref();
+            Arc::new((started_tx, reconciled.clone(), finished.clone())),
+            |object: Arc<k8s_openapi::api::core::v1::ConfigMap>, context| async move {
+                let (started, reconciled, finished) = context.as_ref();
+                reconciled
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(object.metadata.name.clone().unwrap_or_default());
                 if let Some(started) = started
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -543,16 +553,19 @@ mod tests {
             .expect("loop running");
         started.await.expect("reconcile started");
         shutdown.cancel();
+        // A trigger after shutdown, while the first reconcile still runs.
+        triggers
+            .unbounded_send(ObjectRef::new("late").within("sample"))
+            .expect("loop still running");
         run.await.expect("loop ends");
         assert!(
             finished.load(std::sync::atomic::Ordering::SeqCst),
             "the loop returned before its reconcile finished"
         );
-        // No reconcile starts after shutdown.
-        assert!(
-            triggers
-                .unbounded_send(ObjectRef::new("slow").within("sample"))
-                .is_err()
+        assert_eq!(
+            *reconciled.lock().unwrap_or_else(PoisonError::into_inner),
+            ["slow"],
+            "no reconcile starts after shutdown"
         );
     }
 }

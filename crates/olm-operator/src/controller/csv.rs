@@ -19,7 +19,7 @@ use kube::{
 };
 use olm_api::ownership::has_owner_labels;
 use olm_api::{
-    csv::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase},
+    csv::{ClusterServiceVersion, CsvPhase},
     labels,
     operator_condition::OperatorCondition,
     operator_group::OperatorGroup,
@@ -469,19 +469,13 @@ async fn act(
                 for deployment in names {
                     olm_runtime::apply::delete_if_exists(&deployments, &deployment)
                         .await
-                        .map_err(|source| Error::Runtime {
-                            what: "cannot delete deployment",
-                            source: Box::new(source),
-                        })?;
+                        .map_err(Error::runtime("cannot delete deployment"))?;
                 }
             }
             CsvAction::DeleteCsv => {
                 olm_runtime::apply::delete_if_exists(&api, &name)
                     .await
-                    .map_err(|source| Error::Runtime {
-                        what: "cannot delete csv",
-                        source: Box::new(source),
-                    })?;
+                    .map_err(Error::runtime("cannot delete csv"))?;
             }
             CsvAction::DeleteOwnedClusterObjects => {
                 delete_owned_cluster_objects(context, csv).await?
@@ -548,7 +542,9 @@ async fn act(
     }
 
     if let Some(status) = &decision.status {
-        write_status(&api, context, csv, status).await?;
+        context
+            .write_status(&api, csv, status, "cannot write csv status")
+            .await?;
         // Declared by `reconcile`'s span, the current one here.
         tracing::Span::current().record(
             "olm.csv.phase.written",
@@ -621,30 +617,6 @@ async fn write_metadata(
     }
 }
 
-/// Writes the status; a status the API server refuses as invalid is
-/// written in its minimal form instead (ARCHITECTURE rule 4, in
-/// `olm_runtime::apply::write_status`).
-async fn write_status(
-    api: &Api<ClusterServiceVersion>,
-    context: &Context,
-    csv: &ClusterServiceVersion,
-    status: &ClusterServiceVersionStatus,
-) -> Result<(), Error> {
-    olm_runtime::apply::write_status(
-        api,
-        &FIELD_MANAGER,
-        csv,
-        status,
-        Some(context.recorder.recorder()),
-    )
-    .await
-    .map(|_| ())
-    .map_err(|source| Error::Runtime {
-        what: "cannot write csv status",
-        source: Box::new(source),
-    })
-}
-
 async fn delete_namespaced<K>(
     context: &Context,
     namespace: &str,
@@ -694,10 +666,7 @@ async fn ensure_operator_condition(
     olm_runtime::apply::apply(&api, &FIELD_MANAGER, &desired)
         .await
         .map(|_| ())
-        .map_err(|source| Error::Runtime {
-            what: "cannot apply operatorcondition",
-            source: Box::new(source),
-        })
+        .map_err(Error::runtime("cannot apply operatorcondition"))
 }
 
 /// The uids of the CSV's owned APIServices that exist, by name (read from
@@ -767,10 +736,7 @@ async fn ensure_provided_api_cluster_roles(
         }
         olm_runtime::apply::apply(&api, &FIELD_MANAGER, &role)
             .await
-            .map_err(|source| Error::Runtime {
-                what: "cannot apply per-api cluster role",
-                source: Box::new(source),
-            })?;
+            .map_err(Error::runtime("cannot apply per-api cluster role"))?;
     }
     Ok(())
 }
@@ -834,10 +800,7 @@ async fn delete_owned_cluster_objects(
             Api::namespaced(context.client.clone(), &copy.namespace);
         olm_runtime::apply::delete_if_exists(&api, &copy.name)
             .await
-            .map_err(|source| Error::Runtime {
-                what: "cannot delete copied csv",
-                source: Box::new(source),
-            })?;
+            .map_err(Error::runtime("cannot delete copied csv"))?;
     }
     let bindings: Api<ClusterRoleBinding> = Api::all(context.client.clone());
     bindings

@@ -27,13 +27,6 @@ use crate::{
 /// skip it too), only binds roles to it.
 const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 
-fn runtime(what: &'static str) -> impl FnOnce(olm_runtime::Error) -> Error {
-    move |source| Error::Runtime {
-        what,
-        source: Box::new(source),
-    }
-}
-
 /// Applies the CSV's ServiceAccounts, Roles, RoleBindings, ClusterRoles and
 /// ClusterRoleBindings.
 pub(crate) async fn ensure_rbac(client: &Client, csv: &ClusterServiceVersion) -> Result<(), Error> {
@@ -55,27 +48,27 @@ pub(crate) async fn ensure_rbac(client: &Client, csv: &ClusterServiceVersion) ->
                 &permissions.service_account,
             )
             .await
-            .map_err(runtime("cannot apply service account"))?;
+            .map_err(Error::runtime("cannot apply service account"))?;
         }
         for role in &permissions.roles {
             apply(&roles, &FIELD_MANAGER, role)
                 .await
-                .map_err(runtime("cannot apply role"))?;
+                .map_err(Error::runtime("cannot apply role"))?;
         }
         for binding in &permissions.role_bindings {
             apply(&role_bindings, &FIELD_MANAGER, binding)
                 .await
-                .map_err(runtime("cannot apply role binding"))?;
+                .map_err(Error::runtime("cannot apply role binding"))?;
         }
         for role in &permissions.cluster_roles {
             apply(&cluster_roles, &FIELD_MANAGER, role)
                 .await
-                .map_err(runtime("cannot apply cluster role"))?;
+                .map_err(Error::runtime("cannot apply cluster role"))?;
         }
         for binding in &permissions.cluster_role_bindings {
             apply(&cluster_role_bindings, &FIELD_MANAGER, binding)
                 .await
-                .map_err(runtime("cannot apply cluster role binding"))?;
+                .map_err(Error::runtime("cannot apply cluster role binding"))?;
         }
     }
     Ok(())
@@ -123,7 +116,7 @@ async fn install(
     for deployment in build_deployments(csv, overrides)? {
         apply(&deployments, &FIELD_MANAGER, &deployment)
             .await
-            .map_err(runtime("cannot apply deployment"))?;
+            .map_err(Error::runtime("cannot apply deployment"))?;
     }
     for orphan in orphaned_deployments(csv, existing) {
         tracing::info!(
@@ -132,7 +125,7 @@ async fn install(
         );
         delete_if_exists(&deployments, &orphan)
             .await
-            .map_err(runtime("cannot delete orphaned deployment"))?;
+            .map_err(Error::runtime("cannot delete orphaned deployment"))?;
     }
     Ok(serving.certificates)
 }

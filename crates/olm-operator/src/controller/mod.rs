@@ -201,6 +201,35 @@ pub(crate) struct Context {
     pub(crate) operator_requeue: mpsc::UnboundedSender<String>,
 }
 
+impl Context {
+    /// Writes `status` to `object` as olm-operator: a status the API server
+    /// refuses is written in its minimal form instead, with a
+    /// `StatusRejected` event (ARCHITECTURE rule 4,
+    /// `olm_runtime::apply::write_status`). `what` names the failure.
+    pub(crate) async fn write_status<K, S>(
+        &self,
+        api: &Api<K>,
+        object: &K,
+        status: &S,
+        what: &'static str,
+    ) -> Result<(), Error>
+    where
+        K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + DeserializeOwned,
+        S: serde::Serialize + olm_api::status::MinimalStatus,
+    {
+        olm_runtime::apply::write_status(
+            api,
+            &FIELD_MANAGER,
+            object,
+            status,
+            Some(self.recorder.recorder()),
+        )
+        .await
+        .map(|_| ())
+        .map_err(Error::runtime(what))
+    }
+}
+
 fn requeue_csvs<'a>(
     sender: &mpsc::UnboundedSender<ObjectRef<ClusterServiceVersion>>,
     csvs: impl IntoIterator<Item = &'a ClusterServiceVersion>,

@@ -12,9 +12,8 @@ use olm_api::{
     conditions, labels,
     olm_config::{OLMConfig, OLMConfigStatus},
 };
-use olm_runtime::apply::write_status;
 
-use super::{Context, FIELD_MANAGER};
+use super::Context;
 use crate::{
     Error,
     decide::{
@@ -67,20 +66,12 @@ pub(crate) async fn reconcile(
     let mut status = config.status.clone().unwrap_or_default();
     if conditions::set(&mut status.conditions, wanted, Timestamp::now()) {
         let api: Api<OLMConfig> = Api::all(context.client.clone());
-        write_status(
-            &api,
-            &FIELD_MANAGER,
-            &config,
-            &OLMConfigStatus {
-                conditions: status.conditions,
-            },
-            Some(context.recorder.recorder()),
-        )
-        .await
-        .map_err(|source| Error::Runtime {
-            what: "cannot write olmconfig status",
-            source: Box::new(source),
-        })?;
+        let status = OLMConfigStatus {
+            conditions: status.conditions,
+        };
+        context
+            .write_status(&api, &config, &status, "cannot write olmconfig status")
+            .await?;
     }
     Ok(Action::requeue(context.config.resync))
 }

@@ -13,7 +13,7 @@ use kube::{
 };
 use olm_api::ownership::has_owner_labels;
 use olm_api::{csv::ClusterServiceVersion, labels, operator::Operator, subscription::Subscription};
-use olm_runtime::apply::{apply, write_status};
+use olm_runtime::apply::apply;
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::{Context, FIELD_MANAGER};
@@ -24,13 +24,6 @@ use crate::{
         missing_component_labels, operator_of_label, operator_status,
     },
 };
-
-fn runtime(what: &'static str) -> impl FnOnce(olm_runtime::Error) -> Error {
-    move |source| Error::Runtime {
-        what,
-        source: Box::new(source),
-    }
-}
 
 /// Adds `missing` labels to one object by a merge patch.
 async fn add_labels<K>(
@@ -203,7 +196,7 @@ pub(crate) async fn adopt_csv(context: &Context, csv: &ClusterServiceVersion) ->
             let operator = Operator::new(name, Default::default());
             apply(&operators, &FIELD_MANAGER, &operator)
                 .await
-                .map_err(runtime("cannot create operator"))?;
+                .map_err(Error::runtime("cannot create operator"))?;
         }
         let _ = context.operator_requeue.unbounded_send(name.to_owned());
     }
@@ -252,15 +245,9 @@ async fn sync(operator: &Operator, context: &Context) -> Result<Action, Error> {
     let status = operator_status(&label, refs);
     if operator.status.as_ref() != Some(&status) {
         let api: Api<Operator> = Api::all(context.client.clone());
-        write_status(
-            &api,
-            &FIELD_MANAGER,
-            operator,
-            &status,
-            Some(context.recorder.recorder()),
-        )
-        .await
-        .map_err(runtime("cannot write operator status"))?;
+        context
+            .write_status(&api, operator, &status, "cannot write operator status")
+            .await?;
     }
     Ok(Action::requeue(context.config.resync))
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::{Api, ResourceExt, runtime::controller::Action};
 use olm_api::operator_condition::{OperatorCondition, OperatorConditionStatus};
-use olm_runtime::apply::{apply, write_status};
+use olm_runtime::apply::apply;
 
 use super::{Context, FIELD_MANAGER};
 use crate::{
@@ -21,13 +21,6 @@ use crate::{
         synced_status_conditions,
     },
 };
-
-fn runtime(what: &'static str) -> impl FnOnce(olm_runtime::Error) -> Error {
-    move |source| Error::Runtime {
-        what,
-        source: Box::new(source),
-    }
-}
 
 /// Reconciles one OperatorCondition.
 pub(crate) async fn reconcile(
@@ -55,7 +48,7 @@ async fn sync(condition: &OperatorCondition, context: &Context) -> Result<Action
         let api: Api<Role> = Api::namespaced(context.client.clone(), &namespace);
         apply(&api, &FIELD_MANAGER, &role)
             .await
-            .map_err(runtime("cannot apply operatorcondition role"))?;
+            .map_err(Error::runtime("cannot apply operatorcondition role"))?;
     }
     let existing_binding = context.caches.role_bindings.state().into_iter().find(|b| {
         b.metadata.namespace.as_deref() == Some(namespace.as_str()) && b.name_any() == name
@@ -64,19 +57,21 @@ async fn sync(condition: &OperatorCondition, context: &Context) -> Result<Action
         let api: Api<RoleBinding> = Api::namespaced(context.client.clone(), &namespace);
         apply(&api, &FIELD_MANAGER, &binding)
             .await
-            .map_err(runtime("cannot apply operatorcondition role binding"))?;
+            .map_err(Error::runtime(
+                "cannot apply operatorcondition role binding",
+            ))?;
     }
     if let Some(conditions) = synced_status_conditions(condition) {
         let api: Api<OperatorCondition> = Api::namespaced(context.client.clone(), &namespace);
-        write_status(
-            &api,
-            &FIELD_MANAGER,
-            condition,
-            &OperatorConditionStatus { conditions },
-            Some(context.recorder.recorder()),
-        )
-        .await
-        .map_err(runtime("cannot write operatorcondition status"))?;
+        let status = OperatorConditionStatus { conditions };
+        context
+            .write_status(
+                &api,
+                condition,
+                &status,
+                "cannot write operatorcondition status",
+            )
+            .await?;
     }
     Ok(Action::requeue(context.config.resync))
 }

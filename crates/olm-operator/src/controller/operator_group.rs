@@ -19,7 +19,7 @@ use olm_api::{
     labels,
     operator_group::{OperatorGroup, OperatorGroupStatus},
 };
-use olm_runtime::apply::{apply, write_status};
+use olm_runtime::apply::apply;
 
 use super::{Context, FIELD_MANAGER, requeue_csvs, scoped};
 use crate::decide::Error as Decision;
@@ -112,18 +112,9 @@ async fn sync(group: &OperatorGroup, context: &Context) -> Result<Action, Error>
             last_updated,
             conditions: scoped_status.conditions.clone(),
         };
-        write_status(
-            &api,
-            &FIELD_MANAGER,
-            group,
-            &status,
-            Some(context.recorder.recorder()),
-        )
-        .await
-        .map_err(|source| Error::Runtime {
-            what: "cannot write operatorgroup status",
-            source: Box::new(source),
-        })?;
+        context
+            .write_status(&api, group, &status, "cannot write operatorgroup status")
+            .await?;
         if targets_changed {
             tracing::info!(?targets, "operatorgroup targets changed");
         }
@@ -209,10 +200,7 @@ async fn ensure_group_roles_and_apis(
         }
         apply(&cluster_roles, &FIELD_MANAGER, &role)
             .await
-            .map_err(|source| Error::Runtime {
-                what: "cannot apply operatorgroup cluster role",
-                source: Box::new(source),
-            })?;
+            .map_err(Error::runtime("cannot apply operatorgroup cluster role"))?;
     }
 
     // Conflicting CSVs in intersecting groups may be free now.

@@ -29,11 +29,10 @@ use olm_api::{
     labels,
     operator_group::OperatorGroup,
 };
-use olm_runtime::apply::write_status;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{Context, FIELD_MANAGER};
+use super::Context;
 use crate::{
     Error,
     decide::{
@@ -134,14 +133,9 @@ pub(crate) async fn retry_forbidden_installs(
             "cluster resources changed; retrying a forbidden install"
         );
         let api: Api<ClusterServiceVersion> = Api::namespaced(context.client.clone(), &namespace);
-        if let Err(error) = write_status(
-            &api,
-            &FIELD_MANAGER,
-            &csv,
-            &status,
-            Some(context.recorder.recorder()),
-        )
-        .await
+        if let Err(error) = context
+            .write_status(&api, &csv, &status, "cannot move a csv back to pending")
+            .await
         {
             tracing::warn!(
                 error = &error as &dyn std::error::Error,

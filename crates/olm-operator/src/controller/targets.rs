@@ -57,13 +57,6 @@ fn kube_error(
     }
 }
 
-fn runtime(what: &'static str) -> impl FnOnce(olm_runtime::Error) -> Error {
-    move |source| Error::Runtime {
-        what,
-        source: Box::new(source),
-    }
-}
-
 /// Reconciles the copies and target-namespace RBAC of one parent CSV.
 pub(crate) async fn reconcile(
     parent: Arc<ClusterServiceVersion>,
@@ -372,7 +365,7 @@ async fn delete_copy(
     let api: Api<ClusterServiceVersion> = Api::namespaced(context.client.clone(), namespace);
     olm_runtime::apply::delete_if_exists(&api, &name)
         .await
-        .map_err(runtime("cannot delete copied csv"))?;
+        .map_err(Error::runtime("cannot delete copied csv"))?;
     // RBAC is copied only for groups targeting other namespaces; most copies
     // (those of operators watching all namespaces) have none to delete.
     let owned_here = |object_labels: Option<&BTreeMap<String, String>>,
@@ -472,7 +465,7 @@ async fn lift_rbac(context: &Context, parent: &ClusterServiceVersion) -> Result<
         }
         apply(&api, &FIELD_MANAGER, &role)
             .await
-            .map_err(runtime("cannot apply lifted cluster role"))?;
+            .map_err(Error::runtime("cannot apply lifted cluster role"))?;
     }
     let api: Api<ClusterRoleBinding> = Api::all(context.client.clone());
     for binding in cluster_bindings {
@@ -484,7 +477,7 @@ async fn lift_rbac(context: &Context, parent: &ClusterServiceVersion) -> Result<
         }
         apply(&api, &FIELD_MANAGER, &binding)
             .await
-            .map_err(runtime("cannot apply lifted cluster role binding"))?;
+            .map_err(Error::runtime("cannot apply lifted cluster role binding"))?;
     }
     Ok(())
 }
@@ -531,7 +524,7 @@ async fn copy_rbac(
         }
         apply(&roles_api, &FIELD_MANAGER, &role)
             .await
-            .map_err(runtime("cannot apply copied role"))?;
+            .map_err(Error::runtime("cannot apply copied role"))?;
     }
     let bindings_api: Api<RoleBinding> = Api::namespaced(context.client.clone(), namespace);
     for binding in copied_bindings {
@@ -545,7 +538,7 @@ async fn copy_rbac(
         }
         apply(&bindings_api, &FIELD_MANAGER, &binding)
             .await
-            .map_err(runtime("cannot apply copied role binding"))?;
+            .map_err(Error::runtime("cannot apply copied role binding"))?;
     }
     Ok(())
 }

@@ -47,7 +47,7 @@ use crate::{
 };
 
 use super::observe::labels_by_name;
-use super::{get_opt, kube_error, namespace_of, runtime, selector};
+use super::{get_opt, kube_error, namespace_of, selector};
 
 /// What the installer needs besides the CSV.
 #[derive(Clone, Copy)]
@@ -126,7 +126,9 @@ pub(crate) async fn install(
             &auth_delegator_binding(csv, &target),
         )
         .await
-        .map_err(runtime("cannot apply auth delegator cluster role binding"))?;
+        .map_err(Error::runtime(
+            "cannot apply auth delegator cluster role binding",
+        ))?;
         apply(
             client,
             KUBE_SYSTEM,
@@ -208,7 +210,7 @@ where
     olm_runtime::apply::apply(&api, &FIELD_MANAGER, object)
         .await
         .map(|_| ())
-        .map_err(runtime(what))
+        .map_err(Error::runtime(what))
 }
 
 /// Reads the target's Secrets, lets olm-certs decide from the certificates
@@ -463,7 +465,7 @@ async fn remove_undeclared_webhooks(
     for name in removed_configurations(csv, &labels_by_name(found.items)) {
         olm_runtime::apply::delete_if_exists(&validating, &name)
             .await
-            .map_err(runtime(
+            .map_err(Error::runtime(
                 "cannot delete removed validating webhook configuration",
             ))?;
     }
@@ -476,7 +478,7 @@ async fn remove_undeclared_webhooks(
     for name in removed_configurations(csv, &labels_by_name(found.items)) {
         olm_runtime::apply::delete_if_exists(&mutating, &name)
             .await
-            .map_err(runtime(
+            .map_err(Error::runtime(
                 "cannot delete removed mutating webhook configuration",
             ))?;
     }

@@ -57,13 +57,6 @@ pub(super) fn kube_error(
     }
 }
 
-pub(super) fn runtime(what: &'static str) -> impl FnOnce(olm_runtime::Error) -> Error {
-    move |source| Error::Runtime {
-        what,
-        source: Box::new(source),
-    }
-}
-
 pub(super) fn selector(wanted: &BTreeMap<String, String>) -> ListParams {
     ListParams::default().labels(
         &wanted
