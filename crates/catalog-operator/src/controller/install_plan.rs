@@ -6,10 +6,7 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use jiff::Timestamp;
-use k8s_openapi::{
-    api::core::v1::ObjectReference,
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, ResourceExt,
     api::{ApiResource, DynamicObject, GroupVersionKind, PostParams},
@@ -556,19 +553,6 @@ async fn resolving_csv(
     api.get_opt(name)
         .await
         .map_err(|e| StepError::kube(&format!("reading CSV {namespace}/{name}"), &e))
-}
-
-/// A reference to an InstallPlan, as Subscriptions record it.
-pub fn reference(plan: &InstallPlan) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("operators.coreos.com/v1alpha1".to_owned()),
-        kind: Some("InstallPlan".to_owned()),
-        name: plan.metadata.name.clone(),
-        namespace: plan.metadata.namespace.clone(),
-        uid: plan.metadata.uid.clone(),
-        resource_version: plan.metadata.resource_version.clone(),
-        ..ObjectReference::default()
-    }
 }
 
 /// What the unpacked-bundle ConfigMap of a lookup says.

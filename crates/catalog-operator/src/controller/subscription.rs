@@ -22,9 +22,7 @@ use olm_api::{
     },
     labels,
     subscription::{
-        Approval, InstallPlanReference, Subscription, SubscriptionCondition,
-        SubscriptionConditionReason, SubscriptionConditionType, SubscriptionState,
-        SubscriptionStatus,
+        Approval, Subscription, SubscriptionConditionReason, SubscriptionState, SubscriptionStatus,
     },
 };
 use olm_resolver::{
@@ -93,17 +91,21 @@ pub(crate) fn healthy(catalog: &CatalogSource) -> bool {
     !invalid && ready
 }
 
-async fn write_status(
+/// Writes `status` when it differs from the stored one; whether it did.
+async fn write_if_changed(
     context: &Context,
     sub: &Subscription,
-    status: &SubscriptionStatus,
-) -> Result<(), Error> {
+    status: SubscriptionStatus,
+) -> Result<bool, Error> {
+    if !rules::changed(sub, &status) {
+        return Ok(false);
+    }
     let api: Api<Subscription> = Api::namespaced(
         context.client.clone(),
         sub.metadata.namespace.as_deref().unwrap_or_default(),
     );
-    apply::write_status(&api, &FIELD_MANAGER, sub, status, Some(&context.recorder)).await?;
-    Ok(())
+    apply::write_status(&api, &FIELD_MANAGER, sub, &status, Some(&context.recorder)).await?;
+    Ok(true)
 }
 
 async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
@@ -147,40 +149,31 @@ async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
     let csvs = in_namespace(&context.caches.csvs, namespace);
 
     // Keep every Subscription's status true before resolving.
+    let csv_names: Vec<String> = csvs.iter().map(|c| c.name_any()).collect();
     let mut changed = false;
     for sub in &subscriptions {
-        let original = sub.status.clone().unwrap_or_default();
-        let mut status = original.clone();
-        adopt_generating_plan(sub, &mut status, &plans);
-        adopt_orphaned_plan(sub, &mut status, &plans);
-        rules::update_catalog_health(sub, &mut status, &health, now);
-        let plan = status
-            .install_plan_ref
-            .as_ref()
-            .and_then(|r| r.name.as_deref())
-            .and_then(|n| plans.iter().find(|p| p.name_any() == n));
-        rules::update_install_plan_conditions(
-            &mut status,
-            plan.and_then(|p| p.status.as_ref()),
+        let mut refresh = rules::refresh(&rules::SubscriptionObservation {
+            subscription: sub,
+            plans: &plans,
+            csvs: &csv_names,
+            catalogs: &health,
             now,
-        );
-        rules::update_unpack_conditions(&mut status, plan.and_then(|p| p.status.as_ref()), now);
-        let current_exists = status
-            .current_csv
-            .as_deref()
-            .is_some_and(|c| csvs.iter().any(|csv| csv.name_any() == c));
-        let plan_failed = plan
-            .and_then(|p| p.status.as_ref())
-            .is_some_and(|s| s.phase == InstallPlanPhase::FAILED);
-        rules::update_state(&mut status, current_exists, plan_failed, false, now);
-        if let Some(deprecations) = deprecations_of(context, sub, &status).await {
-            rules::update_deprecations(sub, &mut status, &deprecations, now);
+        });
+        if let Some(plan) = &refresh.adopted {
+            tracing::info!(
+                subscription = sub.name_any(),
+                plan,
+                "adopting the InstallPlan written for this subscription before a restart"
+            );
+        }
+        if let Some(deprecations) = deprecations_of(context, sub, &refresh.status).await {
+            rules::update_deprecations(sub, &mut refresh.status, &deprecations, now);
         }
         context.metrics.subscription_synced(
             namespace,
             crate::metrics::SubscriptionLabels {
                 name: sub.name_any(),
-                installed: status.installed_csv.clone().unwrap_or_default(),
+                installed: refresh.status.installed_csv.clone().unwrap_or_default(),
                 channel: sub.spec.channel.clone().unwrap_or_default(),
                 package: sub.spec.package.clone(),
                 approval: sub
@@ -191,10 +184,7 @@ async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
                     .unwrap_or_default(),
             },
         );
-        if status != original {
-            write_status(context, sub, &status).await?;
-            changed = true;
-        }
+        changed |= write_if_changed(context, sub, refresh.status).await?;
     }
     if changed {
         // The next pass resolves from the written state.
@@ -247,64 +237,6 @@ fn stuck_plan_of<'a>(sub: &Subscription, plans: &'a [Arc<InstallPlan>]) -> Optio
         .find(|p| p.name_any() == name)
         .map(AsRef::as_ref)
         .filter(|p| p.status.as_ref().is_some_and(rules::stuck_on_unpack))
-}
-
-/// A Subscription created by an InstallPlan step carries
-/// `olm.generated-by=<plan>`: it adopts that plan as upstream does.
-fn adopt_generating_plan(
-    sub: &Subscription,
-    status: &mut SubscriptionStatus,
-    plans: &[Arc<InstallPlan>],
-) {
-    if status.install_plan_ref.is_some() {
-        return;
-    }
-    let Some(plan_name) = sub.annotations().get(labels::GENERATED_BY) else {
-        return;
-    };
-    let Some(plan) = plans.iter().find(|p| p.name_any() == *plan_name) else {
-        return;
-    };
-    status.install_plan_ref = Some(reference(plan));
-    status.install_plan = Some(legacy_reference(plan));
-    status.install_plan_generation = plan.spec.generation;
-    status.state = Some(SubscriptionState::UPGRADE_PENDING);
-    status.current_csv = sub.spec.starting_csv.clone();
-}
-
-/// Finishes a hand-off a crash interrupted: a plan was written for the
-/// Subscription but its status was not ([`rules::orphaned_plan`]).
-fn adopt_orphaned_plan(
-    sub: &Subscription,
-    status: &mut SubscriptionStatus,
-    plans: &[Arc<InstallPlan>],
-) {
-    let Some((plan, csv)) = rules::orphaned_plan(sub, status, plans) else {
-        return;
-    };
-    tracing::info!(
-        subscription = sub.name_any(),
-        plan = plan.name_any(),
-        "adopting the InstallPlan written for this subscription before a restart"
-    );
-    status.install_plan_ref = Some(reference(plan));
-    status.install_plan = Some(legacy_reference(plan));
-    status.install_plan_generation = plan.spec.generation;
-    status.current_csv = Some(csv);
-    status.state = Some(SubscriptionState::UPGRADE_PENDING);
-}
-
-fn reference(plan: &InstallPlan) -> ObjectReference {
-    super::install_plan::reference(plan)
-}
-
-fn legacy_reference(plan: &InstallPlan) -> InstallPlanReference {
-    InstallPlanReference {
-        api_version: "operators.coreos.com/v1alpha1".to_owned(),
-        kind: "InstallPlan".to_owned(),
-        name: plan.name_any(),
-        uuid: plan.metadata.uid.clone().unwrap_or_default(),
-    }
 }
 
 async fn resolve_namespace(
@@ -428,24 +360,10 @@ async fn record_failure(
     now: Timestamp,
 ) -> Result<(), Error> {
     let message = error.to_string();
+    let reason = SubscriptionConditionReason::from(error.reason());
     for sub in subscriptions {
-        let original = sub.status.clone().unwrap_or_default();
-        let mut status = original.clone();
-        conditions::set(
-            &mut status.conditions,
-            SubscriptionCondition {
-                type_: SubscriptionConditionType::RESOLUTION_FAILED,
-                status: conditions::TRUE.to_owned(),
-                reason: Some(SubscriptionConditionReason::from(error.reason())),
-                message: Some(message.clone()),
-                ..SubscriptionCondition::default()
-            },
-            now,
-        );
-        if status != original {
-            status.last_updated = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-            write_status(context, sub, &status).await?;
-        }
+        let status = rules::resolution_failed(sub, reason.clone(), &message, now);
+        write_if_changed(context, sub, status).await?;
     }
     let regarding = ObjectReference {
         api_version: Some("v1".to_owned()),
@@ -667,35 +585,15 @@ async fn install(
         let Some(sub) = subscriptions.iter().find(|s| s.name_any() == decision.name) else {
             continue;
         };
-        let original = sub.status.clone().unwrap_or_default();
-        let mut status = original.clone();
-        status.current_csv = Some(decision.csv.clone());
-        match &plan {
-            Some(plan) => {
-                status.install_plan_ref = Some(reference(plan));
-                status.install_plan = Some(legacy_reference(plan));
-                status.install_plan_generation = Some(generation);
-                status.state = Some(SubscriptionState::UPGRADE_PENDING);
-            }
-            None if stuck.iter().any(|(name, _)| *name == decision.name) => {
-                // The catalog no longer offers what the stuck plan waits
-                // for (reverted): let go of it, so it is collected.
-                status.install_plan_ref = None;
-                status.install_plan = None;
-            }
-            None => {}
-        }
-        for type_ in [
-            SubscriptionConditionType::RESOLUTION_FAILED,
-            SubscriptionConditionType::BUNDLE_UNPACKING,
-            SubscriptionConditionType::BUNDLE_UNPACK_FAILED,
-        ] {
-            conditions::remove(&mut status.conditions, type_.as_str());
-        }
-        if status != original {
-            status.last_updated = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-            write_status(context, sub, &status).await?;
-        }
+        let hand_off = match &plan {
+            Some(plan) => rules::HandOff::Plan { plan, generation },
+            // The catalog no longer offers what the stuck plan waits for
+            // (reverted): let go of it, so it is collected.
+            None if stuck.iter().any(|(name, _)| *name == decision.name) => rules::HandOff::LetGo,
+            None => rules::HandOff::Nothing,
+        };
+        let status = rules::resolved(sub, &decision.csv, hand_off, now);
+        write_if_changed(context, sub, status).await?;
     }
     Ok(())
 }
@@ -823,16 +721,7 @@ async fn clear_failures(
     now: Timestamp,
 ) -> Result<(), Error> {
     for sub in subscriptions {
-        let original = sub.status.clone().unwrap_or_default();
-        let mut status = original.clone();
-        conditions::remove(
-            &mut status.conditions,
-            SubscriptionConditionType::RESOLUTION_FAILED.as_str(),
-        );
-        if status != original {
-            status.last_updated = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-            write_status(context, sub, &status).await?;
-        }
+        write_if_changed(context, sub, rules::resolution_succeeded(sub, now)).await?;
     }
     Ok(())
 }

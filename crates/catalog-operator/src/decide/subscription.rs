@@ -13,9 +13,9 @@ use olm_api::{
         InstallPlanStatus,
     },
     subscription::{
-        Approval, Subscription, SubscriptionCatalogHealth, SubscriptionCondition,
-        SubscriptionConditionReason as Reason, SubscriptionConditionType as Type,
-        SubscriptionState, SubscriptionStatus,
+        Approval, InstallPlanReference, Subscription, SubscriptionCatalogHealth,
+        SubscriptionCondition, SubscriptionConditionReason as Reason,
+        SubscriptionConditionType as Type, SubscriptionState, SubscriptionStatus,
     },
 };
 
@@ -667,4 +667,222 @@ pub fn unfinished_plan<'a>(
             names == wanted
         })
         .max_by_key(|p| p.spec.generation.unwrap_or(0))
+}
+
+/// A reference to an InstallPlan, as `status.installPlanRef` records it.
+pub fn plan_reference(plan: &InstallPlan) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("operators.coreos.com/v1alpha1".to_owned()),
+        kind: Some("InstallPlan".to_owned()),
+        name: plan.metadata.name.clone(),
+        namespace: plan.metadata.namespace.clone(),
+        uid: plan.metadata.uid.clone(),
+        resource_version: plan.metadata.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+/// The deprecated `status.installplan` reference upstream still writes.
+pub fn legacy_plan_reference(plan: &InstallPlan) -> InstallPlanReference {
+    InstallPlanReference {
+        api_version: "operators.coreos.com/v1alpha1".to_owned(),
+        kind: "InstallPlan".to_owned(),
+        name: plan.metadata.name.clone().unwrap_or_default(),
+        uuid: plan.metadata.uid.clone().unwrap_or_default(),
+    }
+}
+
+/// Points `status` at `plan` and the upgrade at `csv`, pending.
+fn hand_to(status: &mut SubscriptionStatus, plan: &InstallPlan, csv: Option<String>) {
+    status.install_plan_ref = Some(plan_reference(plan));
+    status.install_plan = Some(legacy_plan_reference(plan));
+    status.install_plan_generation = plan.spec.generation;
+    status.state = Some(SubscriptionState::UPGRADE_PENDING);
+    status.current_csv = csv;
+}
+
+/// Everything [`refresh`] looks at for one Subscription.
+#[derive(Clone, Copy, Debug)]
+pub struct SubscriptionObservation<'a> {
+    /// The Subscription.
+    pub subscription: &'a Subscription,
+    /// The InstallPlans of its namespace.
+    pub plans: &'a [std::sync::Arc<InstallPlan>],
+    /// The names of the CSVs of its namespace.
+    pub csvs: &'a [String],
+    /// The catalogs it may resolve from (its namespace's and the global
+    /// catalog namespace's), with their health.
+    pub catalogs: &'a [CatalogHealth],
+    /// The time of this pass.
+    pub now: Timestamp,
+}
+
+/// What [`refresh`] decided for one Subscription.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refresh {
+    /// The status, true again; written when it differs from the stored one.
+    pub status: SubscriptionStatus,
+    /// The plan adopted because a restart interrupted its hand-off (see
+    /// [`orphaned_plan`]), for the log.
+    pub adopted: Option<String>,
+}
+
+impl Refresh {
+    /// The status to write, when it differs from the one stored.
+    pub fn to_write(&self, subscription: &Subscription) -> Option<&SubscriptionStatus> {
+        changed(subscription, &self.status).then_some(&self.status)
+    }
+}
+
+/// Whether `status` differs from the one `subscription` carries.
+pub fn changed(subscription: &Subscription, status: &SubscriptionStatus) -> bool {
+    match &subscription.status {
+        Some(stored) => stored != status,
+        None => *status != SubscriptionStatus::default(),
+    }
+}
+
+/// The first part of a resolution pass for one Subscription, before
+/// anything is resolved: adopt the plan a step generated it from
+/// (`olm.generated-by`, as upstream) or the plan a restart orphaned, then
+/// catalog health, the InstallPlan and unpack conditions and the state.
+///
+/// Deprecations are not part of it: they are asked of the catalog for the
+/// CSV this decides is installed, then applied with
+/// [`update_deprecations`].
+pub fn refresh(observation: &SubscriptionObservation<'_>) -> Refresh {
+    let SubscriptionObservation {
+        subscription: sub,
+        plans,
+        csvs,
+        catalogs,
+        now,
+    } = *observation;
+    let mut status = sub.status.clone().unwrap_or_default();
+    let by_name = |name: &str| {
+        plans
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+    };
+
+    // A Subscription created by an InstallPlan step adopts that plan.
+    let generating = sub
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(olm_api::labels::GENERATED_BY))
+        .and_then(|plan| by_name(plan));
+    if status.install_plan_ref.is_none()
+        && let Some(plan) = generating
+    {
+        hand_to(&mut status, plan, sub.spec.starting_csv.clone());
+    }
+    let adopted = orphaned_plan(sub, &status, plans).map(|(plan, csv)| {
+        hand_to(&mut status, plan, Some(csv));
+        plan.metadata.name.clone().unwrap_or_default()
+    });
+
+    update_catalog_health(sub, &mut status, catalogs, now);
+    let plan = status
+        .install_plan_ref
+        .as_ref()
+        .and_then(|r| r.name.as_deref())
+        .and_then(by_name)
+        .and_then(|p| p.status.as_ref());
+    update_install_plan_conditions(&mut status, plan, now);
+    update_unpack_conditions(&mut status, plan, now);
+    let current_exists = status
+        .current_csv
+        .as_deref()
+        .is_some_and(|c| csvs.iter().any(|csv| csv == c));
+    let plan_failed = plan.is_some_and(|s| s.phase == InstallPlanPhase::FAILED);
+    update_state(&mut status, current_exists, plan_failed, false, now);
+    Refresh { status, adopted }
+}
+
+/// Sets `lastUpdated` when `status` differs from the stored one.
+fn touched(
+    subscription: &Subscription,
+    mut status: SubscriptionStatus,
+    now: Timestamp,
+) -> SubscriptionStatus {
+    if changed(subscription, &status) {
+        status.last_updated = Some(Time(now));
+    }
+    status
+}
+
+/// The status of every Subscription of a namespace whose resolution
+/// failed: `ResolutionFailed` true with the resolver's reason and message.
+pub fn resolution_failed(
+    subscription: &Subscription,
+    reason: Reason,
+    message: &str,
+    now: Timestamp,
+) -> SubscriptionStatus {
+    let mut status = subscription.status.clone().unwrap_or_default();
+    conditions::set(
+        &mut status.conditions,
+        condition(&Type::RESOLUTION_FAILED, TRUE, reason, message.to_owned()),
+        now,
+    );
+    touched(subscription, status, now)
+}
+
+/// The status of a Subscription of a namespace that resolved with nothing
+/// to change: no `ResolutionFailed` left.
+pub fn resolution_succeeded(subscription: &Subscription, now: Timestamp) -> SubscriptionStatus {
+    let mut status = subscription.status.clone().unwrap_or_default();
+    conditions::remove(&mut status.conditions, Type::RESOLUTION_FAILED.as_str());
+    touched(subscription, status, now)
+}
+
+/// What a resolution pass did about the InstallPlan of a Subscription it
+/// resolved a CSV for.
+#[derive(Clone, Copy, Debug)]
+pub enum HandOff<'a> {
+    /// A plan was written (or found) for the resolution.
+    Plan {
+        /// The plan.
+        plan: &'a InstallPlan,
+        /// Its generation.
+        generation: i64,
+    },
+    /// Nothing to install, and the plan the Subscription waited on was
+    /// stuck on a failed unpack of what the catalog no longer offers: it
+    /// lets go of that plan, so the plan is collected.
+    LetGo,
+    /// Nothing to install.
+    Nothing,
+}
+
+/// The status of a Subscription the resolver chose `csv` for: the plan
+/// hand-off, and no resolution or unpack failure left.
+pub fn resolved(
+    subscription: &Subscription,
+    csv: &str,
+    hand_off: HandOff<'_>,
+    now: Timestamp,
+) -> SubscriptionStatus {
+    let mut status = subscription.status.clone().unwrap_or_default();
+    match hand_off {
+        HandOff::Plan { plan, generation } => {
+            hand_to(&mut status, plan, Some(csv.to_owned()));
+            status.install_plan_generation = Some(generation);
+        }
+        HandOff::LetGo => {
+            status.current_csv = Some(csv.to_owned());
+            status.install_plan_ref = None;
+            status.install_plan = None;
+        }
+        HandOff::Nothing => status.current_csv = Some(csv.to_owned()),
+    }
+    for type_ in [
+        Type::RESOLUTION_FAILED,
+        Type::BUNDLE_UNPACKING,
+        Type::BUNDLE_UNPACK_FAILED,
+    ] {
+        conditions::remove(&mut status.conditions, type_.as_str());
+    }
+    touched(subscription, status, now)
 }
