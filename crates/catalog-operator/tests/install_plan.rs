@@ -331,7 +331,7 @@ fn a_plan_without_an_install_identity_says_why_and_keeps_its_phase() {
     assert_eq!(st, before);
 
     // Once the identity is back, upstream's reset: False, Unknown, no message.
-    install_plan::identity_available(&mut st, t(9));
+    install_plan::identity_available(&mut st, None, t(9));
     let installed = conditions::find(&st.conditions, "Installed").unwrap();
     assert_eq!(installed.status, "False");
     assert_eq!(
@@ -351,9 +351,261 @@ fn an_available_identity_leaves_other_installed_conditions_alone() {
         t(0),
     );
     let before = st.clone();
-    install_plan::identity_available(&mut st, t(3));
+    install_plan::identity_available(&mut st, None, t(3));
     assert_eq!(st, before);
     let mut fresh = status("Installing");
-    install_plan::identity_available(&mut fresh, t(3));
+    install_plan::identity_available(&mut fresh, None, t(3));
     assert!(fresh.conditions.is_empty());
+
+    // A scoped install records the ServiceAccount steps are applied as;
+    // OLM's own identity records none.
+    let account = k8s_openapi::api::core::v1::ObjectReference {
+        kind: Some("ServiceAccount".to_owned()),
+        namespace: Some("ns".to_owned()),
+        name: Some("scoped".to_owned()),
+        ..Default::default()
+    };
+    install_plan::identity_available(&mut fresh, Some(account.clone()), t(4));
+    assert_eq!(fresh.attenuated_service_account_ref, Some(account));
+    install_plan::identity_available(&mut fresh, None, t(5));
+    assert_eq!(fresh.attenuated_service_account_ref, None);
+}
+
+const CSV_JSON: &str = r#"{"apiVersion":"operators.coreos.com/v1alpha1","kind":"ClusterServiceVersion","metadata":{"name":"a.v1"},"spec":{}}"#;
+
+/// The unpacked-bundle ConfigMap of `path`, with `annotations` on top of
+/// the source image and, when `content` is given, that bundle stored.
+fn unpacked_config_map(
+    path: &str,
+    annotations: &[(&str, &str)],
+    content: Option<&olm_catalog::unpacked::UnpackedBundle>,
+) -> k8s_openapi::api::core::v1::ConfigMap {
+    use olm_catalog::unpacked;
+    let mut all: std::collections::BTreeMap<String, String> = annotations
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    all.entry(unpacked::SOURCE_IMAGE.to_owned())
+        .or_insert_with(|| path.to_owned());
+    let mut map = k8s_openapi::api::core::v1::ConfigMap::default();
+    map.metadata.name = Some(unpacked::config_map_name(path));
+    map.metadata.namespace = Some("olm".to_owned());
+    if let Some(content) = content {
+        all.insert(
+            unpacked::CONTENT_ENCODING.to_owned(),
+            unpacked::ENCODING.to_owned(),
+        );
+        map.binary_data = Some(
+            [(
+                unpacked::CONTENT_KEY.to_owned(),
+                k8s_openapi::ByteString(unpacked::encode(content).unwrap()),
+            )]
+            .into(),
+        );
+    }
+    map.metadata.annotations = Some(all);
+    map
+}
+
+fn bundle(csv: &str) -> olm_catalog::unpacked::UnpackedBundle {
+    olm_catalog::unpacked::UnpackedBundle {
+        csv_name: csv.to_owned(),
+        objects: vec![CSV_JSON.replace("a.v1", csv)],
+        annotations: Default::default(),
+    }
+}
+
+#[test]
+fn unpacked_config_maps_are_judged_by_image_then_failure_then_content() {
+    use install_plan::Unpacked;
+    let good = bundle("a.v1");
+    let failure = [
+        ("olm.unpackFailureReason", "DeadlineExceeded"),
+        ("olm.unpackFailureMessage", "took too long"),
+    ];
+    let mut corrupt = unpacked_config_map("r/a:1", &[], Some(&good));
+    corrupt.binary_data.as_mut().unwrap().insert(
+        "bundle.json.gz".to_owned(),
+        k8s_openapi::ByteString(b"not gzip".to_vec()),
+    );
+    let cases = [
+        ("absent", None, "Pending"),
+        (
+            "another image's content",
+            Some(unpacked_config_map("r/other:1", &[], Some(&good))),
+            "Unreadable: configmap olm/",
+        ),
+        (
+            "a failure record",
+            Some(unpacked_config_map("r/a:1", &failure, None)),
+            "Failed: DeadlineExceeded took too long",
+        ),
+        (
+            "content",
+            Some(unpacked_config_map("r/a:1", &[], Some(&good))),
+            "Ready: a.v1",
+        ),
+        (
+            "no content, no failure",
+            Some(unpacked_config_map("r/a:1", &[], None)),
+            "Unreadable: unknown content encoding",
+        ),
+        (
+            "corrupt content",
+            Some(corrupt),
+            "Unreadable: the stored bundle is corrupt",
+        ),
+    ];
+    for (name, found, want) in cases {
+        let got = match install_plan::unpacked("r/a:1", found.as_ref()) {
+            Unpacked::Pending => "Pending".to_owned(),
+            Unpacked::Failed { reason, message } => format!("Failed: {reason} {message}"),
+            Unpacked::Ready(bundle) => format!("Ready: {}", bundle.csv_name),
+            Unpacked::Unreadable(error) => format!("Unreadable: {error}"),
+        };
+        assert!(got.starts_with(want), "{name}: {got}");
+    }
+}
+
+fn lookup(path: &str, identifier: &str, failed: bool) -> serde_json::Value {
+    let mut conditions =
+        vec![serde_json::json!({"type": "BundleLookupNotPersisted", "status": "True"})];
+    if failed {
+        conditions.push(serde_json::json!({"type": "BundleLookupFailed", "status": "True", "reason": "DeadlineExceeded"}));
+    }
+    serde_json::json!({
+        "path": path, "identifier": identifier, "replaces": "",
+        "catalogSourceRef": {"name": "cat", "namespace": "olm"},
+        "conditions": conditions,
+    })
+}
+
+fn lookup_condition(
+    status: &InstallPlanStatus,
+    path: &str,
+    type_: &str,
+) -> Option<(String, String)> {
+    let lookup = status.bundle_lookups.iter().find(|l| l.path == path)?;
+    let c = lookup
+        .conditions
+        .iter()
+        .find(|c| c.type_.as_str() == type_)?;
+    Some((c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+#[test]
+fn persisted_lookups_become_steps_or_say_why_not() {
+    use install_plan::Unpacked;
+    let mut st: InstallPlanStatus = serde_json::from_value(serde_json::json!({
+        "phase": "Installing", "catalogSources": ["cat"], "plan": [],
+        "bundleLookups": [
+            lookup("r/ready:1", "a.v1", false),
+            lookup("r/wrong:1", "b.v1", false),
+            lookup("r/failed:1", "c.v1", false),
+            lookup("r/retried:1", "d.v1", true),
+            lookup("r/unreadable:1", "e.v1", false),
+        ],
+    }))
+    .unwrap();
+    let unpacked = vec![
+        Unpacked::Ready(bundle("a.v1")),
+        Unpacked::Ready(bundle("not-b.v1")),
+        Unpacked::Failed {
+            reason: "DeadlineExceeded".to_owned(),
+            message: "took too long".to_owned(),
+        },
+        Unpacked::Pending,
+        Unpacked::Unreadable("apiserver down".to_owned()),
+    ];
+    let before_unreadable = st.bundle_lookups[4].clone();
+    let requests = install_plan::persist_lookups(&mut st, "ns", unpacked, t(1));
+
+    // The ready bundle became its steps, sourced from its catalog, and its
+    // lookup is gone.
+    assert!(st.bundle_lookups.iter().all(|l| l.path != "r/ready:1"));
+    let csv_step = st
+        .plan
+        .iter()
+        .find(|s| s.resource.kind == "ClusterServiceVersion")
+        .unwrap();
+    assert_eq!(
+        (
+            csv_step.resource.name.as_str(),
+            csv_step.resource.catalog_source.as_str(),
+            csv_step.resource.catalog_source_namespace.as_str()
+        ),
+        ("a.v1", "cat", "olm")
+    );
+    // Another bundle than resolved: failed, nothing installed of it.
+    assert_eq!(
+        lookup_condition(&st, "r/wrong:1", "BundleLookupFailed"),
+        Some(("True".to_owned(), "BundleMismatch".to_owned()))
+    );
+    assert!(st.plan.iter().all(|s| s.resolving != "not-b.v1"));
+    // A recorded failure: failed and no longer pending.
+    assert_eq!(
+        lookup_condition(&st, "r/failed:1", "BundleLookupFailed"),
+        Some(("True".to_owned(), "DeadlineExceeded".to_owned()))
+    );
+    assert_eq!(
+        lookup_condition(&st, "r/failed:1", "BundleLookupPending"),
+        Some(("False".to_owned(), "DeadlineExceeded".to_owned()))
+    );
+    // A failure record removed for a retry: pending again, asked for.
+    assert_eq!(
+        lookup_condition(&st, "r/retried:1", "BundleLookupFailed"),
+        Some(("False".to_owned(), "Retrying".to_owned()))
+    );
+    assert_eq!(
+        lookup_condition(&st, "r/retried:1", "BundleLookupPending"),
+        Some(("True".to_owned(), "UnpackPending".to_owned()))
+    );
+    let asked: Vec<&str> = requests.iter().map(|l| l.path.as_str()).collect();
+    assert_eq!(asked, ["r/retried:1"]);
+    // Unreadable now: left exactly as it was.
+    assert_eq!(
+        st.bundle_lookups
+            .iter()
+            .find(|l| l.path == "r/unreadable:1"),
+        Some(&before_unreadable)
+    );
+    assert!(install_plan::lookups_pending(&st));
+
+    // Asked again with nothing new: the pending lookup's conditions keep
+    // their times (nothing to write but the request).
+    let again = st.clone();
+    let mut st2 = st.clone();
+    let unpacked = again
+        .bundle_lookups
+        .iter()
+        .map(|l| match l.path.as_str() {
+            "r/retried:1" => Unpacked::Pending,
+            _ => Unpacked::Unreadable("still down".to_owned()),
+        })
+        .collect();
+    let requests = install_plan::persist_lookups(&mut st2, "ns", unpacked, t(9));
+    assert_eq!(st2, again);
+    assert_eq!(requests.len(), 1);
+}
+
+#[test]
+fn one_unsupported_kind_fails_the_whole_plan_before_anything_is_applied() {
+    let mut st = status("Installing");
+    assert!(install_plan::reject_unsupported(&mut st.plan).is_none());
+    assert_eq!(st.plan[0].status.as_str(), "Unknown");
+    let mut odd = st.plan[0].clone();
+    odd.resource.kind = "DaemonSet".to_owned();
+    st.plan.push(odd);
+    let Some(Execution::Failed {
+        message,
+        permanent,
+        forbidden,
+    }) = install_plan::reject_unsupported(&mut st.plan)
+    else {
+        panic!("an unsupported kind must fail the plan");
+    };
+    assert_eq!(message, install_plan::INVALID_PLAN_MESSAGE);
+    assert!(permanent && !forbidden);
+    let statuses: Vec<&str> = st.plan.iter().map(|s| s.status.as_str()).collect();
+    assert_eq!(statuses, ["Unknown", "UnsupportedResource"]);
 }

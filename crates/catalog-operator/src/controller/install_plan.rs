@@ -15,7 +15,6 @@ use kube::{
 };
 use olm_api::{
     csv::ClusterServiceVersion,
-    install_identity::IdentityUnavailable,
     install_plan::{InstallPlan, InstallPlanStatus, Step, StepStatus},
     labels, ownership,
 };
@@ -70,9 +69,15 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
     // namespace has no single managing OperatorGroup says so even while it
     // awaits approval, and nothing of it is ever applied with OLM's own
     // identity instead.
-    let client = match attenuated_client(context, &namespace, &mut status) {
-        Ok(client) => {
-            decide::identity_available(&mut status, now);
+    let groups = context.caches.operator_groups.state();
+    let identity = install_client(
+        &context.plan_client,
+        &namespace,
+        groups.iter().map(AsRef::as_ref),
+    );
+    let client = match identity {
+        Ok((client, service_account)) => {
+            decide::identity_available(&mut status, service_account, now);
             client
         }
         Err(refused) => {
@@ -89,13 +94,24 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
         write_status(context, plan, &original, &status).await?;
         return Ok(Action::await_change());
     }
-    persist_lookups(context, &namespace, &name, &mut status, now).await;
-    let lookups_pending = status.bundle_lookups.iter().any(|l| {
-        l.conditions.iter().any(|c| {
-            c.type_ == olm_api::install_plan::BundleLookupConditionType::NOT_PERSISTED
-                && c.status == "True"
-        })
-    });
+    let mut unpacked = Vec::with_capacity(status.bundle_lookups.len());
+    for lookup in &status.bundle_lookups {
+        let catalog_namespace = decide::lookup_catalog_namespace(lookup, &namespace);
+        let found = read_unpacked(context, catalog_namespace, &lookup.path).await;
+        if let decide::Unpacked::Unreadable(error) = &found {
+            tracing::warn!(
+                plan = format!("{namespace}/{name}"),
+                path = lookup.path,
+                error,
+                "cannot read unpacked bundle"
+            );
+        }
+        unpacked.push(found);
+    }
+    for lookup in decide::persist_lookups(&mut status, &namespace, unpacked, now) {
+        request_unpack(context, &namespace, &name, &lookup, now).await;
+    }
+    let lookups_pending = decide::lookups_pending(&status);
     let mut execution = execute(context, &client, &namespace, &name, &mut status.plan).await;
     let only_content_missing = lookups_pending && execution == Execution::Done;
     if only_content_missing {
@@ -175,21 +191,8 @@ async fn execute(
     plan_name: &str,
     steps: &mut [Step],
 ) -> Execution {
-    // A plan with a kind we do not install is invalid as a whole: nothing
-    // of it is applied.
-    let mut invalid = false;
-    for step in steps.iter_mut() {
-        if !decide::supported_kind(&step.resource.kind) {
-            step.status = StepStatus::UNSUPPORTED_RESOURCE;
-            invalid = true;
-        }
-    }
-    if invalid {
-        return Execution::Failed {
-            message: decide::INVALID_PLAN_MESSAGE.to_owned(),
-            forbidden: false,
-            permanent: true,
-        };
+    if let Some(invalid) = decide::reject_unsupported(steps) {
+        return invalid;
     }
     let mut waiting = false;
     for index in decide::apply_order(steps) {
@@ -555,213 +558,21 @@ async fn resolving_csv(
         .map_err(|e| StepError::kube(&format!("reading CSV {namespace}/{name}"), &e))
 }
 
-/// What the unpacked-bundle ConfigMap of a lookup says.
-enum Unpacked {
-    /// Not there yet.
-    Pending,
-    /// The unpacker recorded a failure.
-    Failed { reason: String, message: String },
-    /// The content, ready to become steps.
-    Ready(olm_catalog::unpacked::UnpackedBundle),
-}
-
-async fn read_unpacked(context: &Context, namespace: &str, path: &str) -> Result<Unpacked, String> {
-    use olm_catalog::unpacked;
-    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(context.client.clone(), namespace);
-    let name = unpacked::config_map_name(path);
+/// What the unpacked-bundle ConfigMap of the bundle `path` says, read
+/// from the cluster and judged by [`decide::unpacked`].
+async fn read_unpacked(context: &Context, namespace: &str, path: &str) -> decide::Unpacked {
+    let name = olm_catalog::unpacked::config_map_name(path);
     // The watch on unpacked bundles wakes this plan when the ConfigMap
     // appears; until the cache has it there is nothing to read.
     let cached = kube::runtime::reflector::ObjectRef::new(&name).within(namespace);
     if context.caches.unpacked.get(&cached).is_none() {
-        return Ok(Unpacked::Pending);
+        return decide::Unpacked::Pending;
     }
-    let Some(found) = api.get_opt(&name).await.map_err(|e| e.to_string())? else {
-        return Ok(Unpacked::Pending);
-    };
-    let annotations = found.metadata.annotations.clone().unwrap_or_default();
-    if found
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(unpacked::SOURCE_IMAGE))
-        .map(String::as_str)
-        != Some(path)
-    {
-        return Err(format!(
-            "configmap {namespace}/{name} holds another image's content"
-        ));
-    }
-    if let Some((reason, message)) = unpacked::failure(&annotations) {
-        return Ok(Unpacked::Failed { reason, message });
-    }
-    let data: BTreeMap<String, Vec<u8>> = found
-        .binary_data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
-    unpacked::decode(&annotations, &data)
-        .map(Unpacked::Ready)
-        .map_err(|e| e.to_string())
-}
-
-fn set_lookup_condition(
-    lookup: &mut olm_api::install_plan::BundleLookup,
-    type_: olm_api::install_plan::BundleLookupConditionType,
-    status: &str,
-    reason: &str,
-    message: &str,
-    now: Timestamp,
-) {
-    use olm_api::install_plan::BundleLookupCondition;
-    let time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-    match lookup.conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) => {
-            let changed = c.status != status
-                || c.reason.as_deref() != Some(reason)
-                || c.message.as_deref() != Some(message);
-            if changed {
-                if c.status != status {
-                    c.last_transition_time = time.clone();
-                }
-                c.status = status.to_owned();
-                c.reason = Some(reason.to_owned());
-                c.message = Some(message.to_owned());
-                c.last_update_time = time;
-            }
-        }
-        None => lookup.conditions.push(BundleLookupCondition {
-            type_,
-            status: status.to_owned(),
-            reason: Some(reason.to_owned()),
-            message: Some(message.to_owned()),
-            last_transition_time: time.clone(),
-            last_update_time: time,
-        }),
-    }
-}
-
-/// Turns unpacked bundles into steps: every bundle lookup whose content the
-/// bundle-unpacker has stored becomes the bundle's steps and is removed; a
-/// recorded failure marks the lookup failed; anything else stays pending
-/// (and an unpack request goes out on the bus).
-async fn persist_lookups(
-    context: &Context,
-    namespace: &str,
-    plan_name: &str,
-    status: &mut InstallPlanStatus,
-    now: Timestamp,
-) {
-    use olm_api::install_plan::BundleLookupConditionType as Type;
-    let mut remaining = Vec::new();
-    let mut added = Vec::new();
-    for mut lookup in std::mem::take(&mut status.bundle_lookups) {
-        let catalog_namespace = decide::lookup_catalog_namespace(&lookup, namespace).to_owned();
-        let catalog = lookup
-            .catalog_source_ref
-            .as_ref()
-            .and_then(|r| r.name.clone())
-            .unwrap_or_default();
-        match read_unpacked(context, &catalog_namespace, &lookup.path).await {
-            Ok(Unpacked::Ready(content)) if content.csv_name != lookup.identifier => {
-                // The image does not hold the bundle the catalog described:
-                // installing it would install something nobody resolved.
-                let message = format!(
-                    "the image {} holds the bundle {:?}, but the catalog resolved {:?}",
-                    lookup.path, content.csv_name, lookup.identifier
-                );
-                set_lookup_condition(
-                    &mut lookup,
-                    Type::FAILED,
-                    "True",
-                    "BundleMismatch",
-                    &message,
-                    now,
-                );
-                remaining.push(lookup);
-            }
-            Ok(Unpacked::Ready(content)) => {
-                let source = olm_plan::steps::BundleSource {
-                    catalog,
-                    catalog_namespace,
-                };
-                let bundle = olm_plan::steps::BundleContent {
-                    csv_name: content.csv_name.clone(),
-                    csv_json: String::new(),
-                    objects: content.objects,
-                };
-                let replaces = (!lookup.replaces.is_empty()).then_some(lookup.replaces.as_str());
-                match olm_plan::steps::steps_for_bundle(
-                    &bundle,
-                    &source,
-                    namespace,
-                    replaces,
-                    lookup.properties.as_deref(),
-                ) {
-                    Ok(steps) => added.extend(steps),
-                    Err(error) => {
-                        set_lookup_condition(
-                            &mut lookup,
-                            Type::FAILED,
-                            "True",
-                            "InvalidBundle",
-                            &error.to_string(),
-                            now,
-                        );
-                        remaining.push(lookup);
-                    }
-                }
-            }
-            Ok(Unpacked::Failed { reason, message }) => {
-                set_lookup_condition(&mut lookup, Type::FAILED, "True", &reason, &message, now);
-                set_lookup_condition(&mut lookup, Type::PENDING, "False", &reason, &message, now);
-                remaining.push(lookup);
-            }
-            Ok(Unpacked::Pending) => {
-                // A failure record removed for a retry: the lookup is
-                // pending again, not failed.
-                if lookup
-                    .conditions
-                    .iter()
-                    .any(|c| c.type_ == Type::FAILED && c.status == "True")
-                {
-                    set_lookup_condition(
-                        &mut lookup,
-                        Type::FAILED,
-                        "False",
-                        "Retrying",
-                        "the unpack is being retried",
-                        now,
-                    );
-                }
-                let message = format!("waiting for bundle-unpacker to unpack {}", lookup.path);
-                set_lookup_condition(
-                    &mut lookup,
-                    Type::PENDING,
-                    "True",
-                    "UnpackPending",
-                    &message,
-                    now,
-                );
-                request_unpack(context, namespace, plan_name, &lookup, now).await;
-                remaining.push(lookup);
-            }
-            Err(error) => {
-                tracing::warn!(
-                    plan = format!("{namespace}/{plan_name}"),
-                    path = lookup.path,
-                    error,
-                    "cannot read unpacked bundle"
-                );
-                remaining.push(lookup);
-            }
-        }
-    }
-    status.bundle_lookups = remaining;
-    if !added.is_empty() {
-        status.plan.extend(added);
-        olm_plan::steps::listing_order(&mut status.plan);
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(context.client.clone(), namespace);
+    match api.get_opt(&name).await {
+        Ok(found) => decide::unpacked(path, found.as_ref()),
+        Err(error) => decide::Unpacked::Unreadable(error.to_string()),
     }
 }
 
@@ -896,27 +707,12 @@ async fn check_existing_resources(
     Ok(())
 }
 
-/// The client steps are applied with, by the one identity rule both
-/// operators share ([`olm_api::install_identity`]): OLM's own when the
-/// namespace's single OperatorGroup names no ServiceAccount, one
-/// impersonating the account recorded in the group's status when it does
-/// (CRDs always use OLM's own client, as upstream). No managing group, or
-/// several, refuses the plan: nothing is applied. Records
-/// `status.attenuatedServiceAccountRef`.
-fn attenuated_client(
-    context: &Context,
-    namespace: &str,
-    status: &mut InstallPlanStatus,
-) -> Result<kube::Client, IdentityUnavailable> {
-    let groups = context.caches.operator_groups.state();
-    let (client, reference) = install_client(
-        &context.plan_client,
-        namespace,
-        groups.iter().map(AsRef::as_ref),
-    )?;
-    status.attenuated_service_account_ref = reference;
-    Ok(client)
-}
+// The client steps are applied with comes from the one identity rule both
+// operators share ([`olm_api::install_identity`]): OLM's own when the
+// namespace's single OperatorGroup names no ServiceAccount, one
+// impersonating the account recorded in the group's status when it does
+// (CRDs always use OLM's own client, as upstream). No managing group, or
+// several, refuses the plan: nothing is applied.
 
 /// A client for carrying out plans: every response that carries a
 /// `Warning` header (a deprecated API or field, an ignored value) counts in

@@ -6,11 +6,15 @@
 //! `pkg/controller/operators/catalog/step.go`.
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::{
+    api::core::v1::{ConfigMap, ObjectReference},
+    apimachinery::pkg::apis::meta::v1::Time,
+};
 use olm_api::{
     conditions::{self, FALSE, TRUE},
     install_plan::{
-        InstallPlan, InstallPlanCondition, InstallPlanConditionReason, InstallPlanConditionType,
+        BundleLookup, BundleLookupCondition, BundleLookupConditionType, InstallPlan,
+        InstallPlanCondition, InstallPlanConditionReason, InstallPlanConditionType,
         InstallPlanPhase, InstallPlanStatus, Step, StepStatus,
     },
 };
@@ -84,10 +88,17 @@ pub fn identity_unavailable(status: &mut InstallPlanStatus, message: &str, now: 
     );
 }
 
-/// Clears a previous `InstallCheckFailed` once the identity is available
-/// again: upstream overwrites it with `Installed` False, reason `Unknown`
-/// and no message, and so do we. Any other `Installed` condition stays.
-pub fn identity_available(status: &mut InstallPlanStatus, now: Timestamp) {
+/// Records the identity steps are applied with
+/// (`status.attenuatedServiceAccountRef`, `None` for OLM's own) and clears
+/// a previous `InstallCheckFailed`: upstream overwrites it with `Installed`
+/// False, reason `Unknown` and no message, and so do we. Any other
+/// `Installed` condition stays.
+pub fn identity_available(
+    status: &mut InstallPlanStatus,
+    service_account: Option<ObjectReference>,
+    now: Timestamp,
+) {
+    status.attenuated_service_account_ref = service_account;
     let check_failed = status.conditions.iter().any(|c| {
         c.type_ == InstallPlanConditionType::INSTALLED
             && c.reason.as_ref() == Some(&InstallPlanConditionReason::INSTALL_CHECK_FAILED)
@@ -333,4 +344,239 @@ pub fn api_not_found_message(kind: &str, name: &str, gvk: &str) -> String {
     format!(
         "api-server resource not found installing {kind} {name}: GroupVersionKind {gvk} not found on the cluster. This API may have been deprecated and removed, see https://kubernetes.io/docs/reference/using-api/deprecation-guide/ for more information."
     )
+}
+
+/// What the unpacked-bundle ConfigMap of a bundle lookup says.
+#[derive(Debug)]
+pub enum Unpacked {
+    /// Not there yet.
+    Pending,
+    /// The bundle-unpacker recorded a failure.
+    Failed {
+        /// Its reason.
+        reason: String,
+        /// Its message.
+        message: String,
+    },
+    /// The content, ready to become steps.
+    Ready(olm_catalog::unpacked::UnpackedBundle),
+    /// It could not be read now (the lookup stays as it is).
+    Unreadable(String),
+}
+
+/// Judges the unpacked-bundle ConfigMap of the bundle `path` (`None`: not
+/// there): it must say it holds that image's content, then holds either a
+/// failure record or content that decodes.
+pub fn unpacked(path: &str, found: Option<&ConfigMap>) -> Unpacked {
+    use olm_catalog::unpacked;
+    let Some(found) = found else {
+        return Unpacked::Pending;
+    };
+    let annotations = found.metadata.annotations.clone().unwrap_or_default();
+    if annotations.get(unpacked::SOURCE_IMAGE).map(String::as_str) != Some(path) {
+        let namespace = found.metadata.namespace.as_deref().unwrap_or_default();
+        let name = found.metadata.name.as_deref().unwrap_or_default();
+        return Unpacked::Unreadable(format!(
+            "configmap {namespace}/{name} holds another image's content"
+        ));
+    }
+    if let Some((reason, message)) = unpacked::failure(&annotations) {
+        return Unpacked::Failed { reason, message };
+    }
+    let data: std::collections::BTreeMap<String, Vec<u8>> = found
+        .binary_data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    match unpacked::decode(&annotations, &data) {
+        Ok(bundle) => Unpacked::Ready(bundle),
+        Err(error) => Unpacked::Unreadable(error.to_string()),
+    }
+}
+
+/// Sets a condition of a bundle lookup, as upstream's `SetCondition`:
+/// `lastTransitionTime` moves only when the status does, `lastUpdateTime`
+/// whenever anything does.
+pub fn set_lookup_condition(
+    lookup: &mut BundleLookup,
+    type_: BundleLookupConditionType,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) {
+    let time = Some(Time(now));
+    match lookup.conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            let changed = c.status != status
+                || c.reason.as_deref() != Some(reason)
+                || c.message.as_deref() != Some(message);
+            if changed {
+                if c.status != status {
+                    c.last_transition_time = time.clone();
+                }
+                c.status = status.to_owned();
+                c.reason = Some(reason.to_owned());
+                c.message = Some(message.to_owned());
+                c.last_update_time = time;
+            }
+        }
+        None => lookup.conditions.push(BundleLookupCondition {
+            type_,
+            status: status.to_owned(),
+            reason: Some(reason.to_owned()),
+            message: Some(message.to_owned()),
+            last_transition_time: time.clone(),
+            last_update_time: time,
+        }),
+    }
+}
+
+/// Turns unpacked bundles into steps. `unpacked` holds what was read for
+/// each of `status.bundleLookups`, in order. A lookup whose content is
+/// there becomes the bundle's steps and is removed; a recorded failure, a
+/// bundle that is not the one resolved, or content that makes no steps
+/// marks the lookup failed; a missing one is pending again (a failure
+/// record removed for a retry stops counting). Returns the lookups to ask
+/// the bundle-unpacker for.
+pub fn persist_lookups(
+    status: &mut InstallPlanStatus,
+    namespace: &str,
+    unpacked: Vec<Unpacked>,
+    now: Timestamp,
+) -> Vec<BundleLookup> {
+    use BundleLookupConditionType as Type;
+    let mut remaining = Vec::new();
+    let mut added = Vec::new();
+    let mut requests = Vec::new();
+    let lookups = std::mem::take(&mut status.bundle_lookups);
+    for (mut lookup, found) in lookups.into_iter().zip(unpacked) {
+        match found {
+            Unpacked::Ready(content) if content.csv_name != lookup.identifier => {
+                // The image does not hold the bundle the catalog described:
+                // installing it would install something nobody resolved.
+                let message = format!(
+                    "the image {} holds the bundle {:?}, but the catalog resolved {:?}",
+                    lookup.path, content.csv_name, lookup.identifier
+                );
+                set_lookup_condition(
+                    &mut lookup,
+                    Type::FAILED,
+                    TRUE,
+                    "BundleMismatch",
+                    &message,
+                    now,
+                );
+                remaining.push(lookup);
+            }
+            Unpacked::Ready(content) => {
+                let source = olm_plan::steps::BundleSource {
+                    catalog: lookup
+                        .catalog_source_ref
+                        .as_ref()
+                        .and_then(|r| r.name.clone())
+                        .unwrap_or_default(),
+                    catalog_namespace: lookup_catalog_namespace(&lookup, namespace).to_owned(),
+                };
+                let bundle = olm_plan::steps::BundleContent {
+                    csv_name: content.csv_name.clone(),
+                    csv_json: String::new(),
+                    objects: content.objects,
+                };
+                let replaces = (!lookup.replaces.is_empty()).then_some(lookup.replaces.as_str());
+                match olm_plan::steps::steps_for_bundle(
+                    &bundle,
+                    &source,
+                    namespace,
+                    replaces,
+                    lookup.properties.as_deref(),
+                ) {
+                    Ok(steps) => added.extend(steps),
+                    Err(error) => {
+                        let message = error.to_string();
+                        set_lookup_condition(
+                            &mut lookup,
+                            Type::FAILED,
+                            TRUE,
+                            "InvalidBundle",
+                            &message,
+                            now,
+                        );
+                        remaining.push(lookup);
+                    }
+                }
+            }
+            Unpacked::Failed { reason, message } => {
+                set_lookup_condition(&mut lookup, Type::FAILED, TRUE, &reason, &message, now);
+                set_lookup_condition(&mut lookup, Type::PENDING, FALSE, &reason, &message, now);
+                remaining.push(lookup);
+            }
+            Unpacked::Pending => {
+                // A failure record removed for a retry: the lookup is
+                // pending again, not failed.
+                if lookup
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == Type::FAILED && c.status == TRUE)
+                {
+                    let message = "the unpack is being retried";
+                    set_lookup_condition(
+                        &mut lookup,
+                        Type::FAILED,
+                        FALSE,
+                        "Retrying",
+                        message,
+                        now,
+                    );
+                }
+                let message = format!("waiting for bundle-unpacker to unpack {}", lookup.path);
+                set_lookup_condition(
+                    &mut lookup,
+                    Type::PENDING,
+                    TRUE,
+                    "UnpackPending",
+                    &message,
+                    now,
+                );
+                requests.push(lookup.clone());
+                remaining.push(lookup);
+            }
+            Unpacked::Unreadable(_) => remaining.push(lookup),
+        }
+    }
+    status.bundle_lookups = remaining;
+    if !added.is_empty() {
+        status.plan.extend(added);
+        olm_plan::steps::listing_order(&mut status.plan);
+    }
+    requests
+}
+
+/// Whether a lookup still waits for its content to become steps.
+pub fn lookups_pending(status: &InstallPlanStatus) -> bool {
+    status.bundle_lookups.iter().any(|l| {
+        l.conditions
+            .iter()
+            .any(|c| c.type_ == BundleLookupConditionType::NOT_PERSISTED && c.status == TRUE)
+    })
+}
+
+/// Marks the steps of a kind OLM does not install `UnsupportedResource`;
+/// any such step makes the whole plan invalid, and nothing of it is
+/// applied. Returns the failed execution in that case.
+pub fn reject_unsupported(steps: &mut [Step]) -> Option<Execution> {
+    let mut invalid = false;
+    for step in steps
+        .iter_mut()
+        .filter(|s| !supported_kind(&s.resource.kind))
+    {
+        step.status = StepStatus::UNSUPPORTED_RESOURCE;
+        invalid = true;
+    }
+    invalid.then(|| Execution::Failed {
+        message: INVALID_PLAN_MESSAGE.to_owned(),
+        forbidden: false,
+        permanent: true,
+    })
 }
