@@ -631,3 +631,457 @@ fn the_allowed_registries_policy_covers_catalog_images_and_addresses() {
             .contains("kubernetes.default.svc:443")
     );
 }
+
+mod sync {
+    //! One sync of a CatalogSource, decided: admission, the registry run,
+    //! the probe, and when to look again.
+    use std::time::Duration;
+
+    use catalog_operator::decide::{
+        catalog_source::{
+            Serving,
+            sync::{
+                self, Admission, CatalogObservation, ConfigMapLookup, Probe, Recheck, RegistryRun,
+            },
+        },
+        image_template::KubeVersion,
+        promotion::Verdict,
+    };
+    use jiff::Timestamp;
+    use olm_api::{
+        catalog_source::{
+            CatalogSource, CatalogSourceConditionReason, CatalogSourceStatus, ConnectivityState,
+        },
+        conditions,
+    };
+    use olm_oci::policy::RegistryRule;
+
+    use super::{IMAGE, at, catalog};
+
+    fn version() -> KubeVersion {
+        KubeVersion::from_version_info("1", "31", "v1.31.4")
+    }
+
+    fn admit(
+        c: &CatalogSource,
+        config_map: &ConfigMapLookup,
+        now: Timestamp,
+    ) -> sync::AdmitDecision {
+        let registries = [RegistryRule::new("quay.io")];
+        sync::admit(&CatalogObservation {
+            catalog: c,
+            kube_version: &version(),
+            allowed_registries: &registries,
+            allowed_catalog_addresses: &[],
+            config_map,
+            now,
+        })
+    }
+
+    fn condition(status: &CatalogSourceStatus, type_: &str) -> Option<(String, String, String)> {
+        conditions::find(&status.conditions, type_)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    }
+
+    const ADDRESS: &str = "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {name: c, namespace: olm}\nspec: {sourceType: grpc, address: 'cat.olm.svc:50051'}\n";
+    const CONFIG_MAP: &str = "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {name: c, namespace: olm}\nspec: {sourceType: configmap, configMap: cm}\n";
+
+    /// Admission, table-driven: (case, catalog YAML, ConfigMap lookup,
+    /// what comes next, status reason).
+    #[test]
+    fn admission_follows_the_template_the_spec_the_policy_and_the_config_map() {
+        let templated = IMAGE.replace(
+            "uid: u-1,",
+            "uid: u-1, annotations: {olm.catalogImageTemplate: 'quay.io/org/catalog:v{kube_major_version}.{kube_minor_version}'},",
+        );
+        let resolved_already =
+            templated.replace("quay.io/org/catalog:latest", "quay.io/org/catalog:v1.31");
+        let unresolvable = templated.replace("{kube_major_version}", "{kube_flavour}");
+        let staging = IMAGE.replace("quay.io/org/catalog:latest", "staging.example/c:1");
+        let bad_interval = IMAGE.replace("interval: 10m", "interval: soon");
+        let found = ConfigMapLookup::Found {
+            uid: Some("cm-uid".into()),
+            resource_version: Some("7".into()),
+        };
+        let image = || Serving::Image {
+            image: "quay.io/org/catalog:latest".into(),
+        };
+        let cases: Vec<(&str, String, ConfigMapLookup, &str, Option<&str>)> = vec![
+            ("image catalog", IMAGE.into(), ConfigMapLookup::NotServed, "serve image", None),
+            // The image is written first; the rest is decided by the sync
+            // that write triggers, so an earlier reason stays until then.
+            ("template resolves to a new image", templated, ConfigMapLookup::NotServed, "resolve quay.io/org/catalog:v1.31", Some("SpecInvalidError")),
+            ("template already applied", resolved_already, ConfigMapLookup::NotServed, "serve image", None),
+            ("template unresolvable", unresolvable, ConfigMapLookup::NotServed, "serve image", None),
+            ("no image, no address", "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {name: c, namespace: olm}\nspec: {sourceType: grpc}\n".into(), ConfigMapLookup::NotServed, "refused", Some("SpecInvalidError")),
+            ("image outside the policy", staging, ConfigMapLookup::NotServed, "refused", Some("RegistryNotAllowed")),
+            ("configmap missing", CONFIG_MAP.into(), ConfigMapLookup::Missing, "configmap missing", Some("ConfigMapError")),
+            ("configmap found", CONFIG_MAP.into(), found.clone(), "serve configmap", None),
+            ("address", ADDRESS.into(), ConfigMapLookup::NotServed, "serve address", None),
+            ("unreadable poll interval", bad_interval, ConfigMapLookup::NotServed, "serve image", Some("InvalidIntervalError")),
+        ];
+        for (name, yaml, lookup, want_next, want_reason) in cases {
+            let mut c = catalog(&yaml);
+            // A reason left from an earlier refusal is cleared when served.
+            c.status =
+                Some(serde_yaml_ng::from_str("{reason: SpecInvalidError, message: old}").unwrap());
+            let decision = admit(&c, &lookup, at("2026-11-22T12:00:00Z"));
+            let next = match &decision.next {
+                Admission::ResolveImage(image) => format!("resolve {image}"),
+                Admission::Refused => "refused".to_owned(),
+                Admission::ConfigMapMissing => "configmap missing".to_owned(),
+                Admission::Serve {
+                    serving: Serving::Image { .. },
+                    ..
+                } => "serve image".to_owned(),
+                Admission::Serve {
+                    serving: Serving::ConfigMap { .. },
+                    ..
+                } => "serve configmap".to_owned(),
+                Admission::Serve {
+                    serving: Serving::Address { .. },
+                    ..
+                } => "serve address".to_owned(),
+            };
+            assert_eq!(next, want_next, "{name}");
+            assert_eq!(
+                decision.status.reason.as_ref().map(|r| r.as_str()),
+                want_reason,
+                "{name}"
+            );
+            if want_reason.is_none() {
+                assert_eq!(decision.status.message, None, "{name}");
+            } else {
+                assert!(decision.status.message.is_some(), "{name}");
+            }
+        }
+        // The image catalog's schedule comes with the decision.
+        let decision = admit(
+            &catalog(IMAGE),
+            &ConfigMapLookup::NotServed,
+            at("2026-11-22T12:00:00Z"),
+        );
+        let Admission::Serve { serving, schedule } = decision.next else {
+            panic!("served");
+        };
+        assert_eq!(serving, image());
+        assert!(schedule.is_some_and(|s| s.due));
+    }
+
+    #[test]
+    fn the_image_template_speaks_through_two_conditions() {
+        let base = "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: c\n  namespace: olm\n  annotations: {olm.catalogImageTemplate: 'TEMPLATE'}\nspec: {sourceType: grpc, image: 'quay.io/c:v1.31'}\n";
+        let now = at("2026-11-22T12:00:00Z");
+        let resolved = catalog(&base.replace(
+            "TEMPLATE",
+            "quay.io/c:v{kube_major_version}.{kube_minor_version}",
+        ));
+        let status = admit(&resolved, &ConfigMapLookup::NotServed, now).status;
+        assert_eq!(
+            condition(&status, "TemplatesHaveResolved"),
+            Some((
+                "True".into(),
+                "AllTemplatesResolved".into(),
+                "catalog image reference was successfully resolved".into()
+            ))
+        );
+        assert_eq!(
+            condition(&status, "ResolvedImage"),
+            Some((
+                "True".into(),
+                "AllTemplatesResolved".into(),
+                "quay.io/c:v1.31".into()
+            ))
+        );
+        let unresolved = catalog(&base.replace("TEMPLATE", "quay.io/c:{kube_flavour}"));
+        let status = admit(&unresolved, &ConfigMapLookup::NotServed, now).status;
+        for type_ in ["TemplatesHaveResolved", "ResolvedImage"] {
+            let (state, reason, _) = condition(&status, type_).unwrap();
+            assert_eq!(
+                (state.as_str(), reason.as_str()),
+                ("False", "UnableToResolve"),
+                "{type_}"
+            );
+        }
+        // The annotation removed: both conditions go.
+        let mut plain = catalog(&base.replace(
+            "  annotations: {olm.catalogImageTemplate: 'TEMPLATE'}\n",
+            "",
+        ));
+        plain.status = Some(status);
+        let status = admit(&plain, &ConfigMapLookup::NotServed, now).status;
+        assert!(status.conditions.is_empty());
+    }
+
+    #[test]
+    fn references_move_only_when_what_they_point_at_does() {
+        let t1 = at("2026-11-22T12:00:00Z");
+        let t2 = at("2026-11-22T12:05:00Z");
+        let found = |rv: &str| ConfigMapLookup::Found {
+            uid: Some("cm-uid".into()),
+            resource_version: Some(rv.into()),
+        };
+        let mut c = catalog(CONFIG_MAP);
+        let first = admit(&c, &found("7"), t1).status;
+        let reference = first.config_map_reference.clone().unwrap();
+        assert_eq!(
+            (
+                reference.name.as_str(),
+                reference.namespace.as_str(),
+                reference.uid.as_deref(),
+                reference.resource_version.as_deref()
+            ),
+            ("cm", "olm", Some("cm-uid"), Some("7"))
+        );
+        assert_eq!(reference.last_update_time.map(|t| t.0), Some(t1));
+        c.status = Some(first.clone());
+        assert_eq!(
+            admit(&c, &found("7"), t2).status,
+            first,
+            "unchanged ConfigMap"
+        );
+        let moved = admit(&c, &found("8"), t2).status;
+        assert_eq!(
+            moved
+                .config_map_reference
+                .unwrap()
+                .last_update_time
+                .map(|t| t.0),
+            Some(t2)
+        );
+
+        let mut a = catalog(ADDRESS);
+        let first = admit(&a, &ConfigMapLookup::NotServed, t1).status;
+        let service = first.registry_service.clone().unwrap();
+        assert_eq!(service.protocol.as_deref(), Some("grpc"));
+        assert_eq!(service.service_name, None);
+        assert_eq!(service.created_at.map(|t| t.0), Some(t1));
+        a.status = Some(first.clone());
+        assert_eq!(admit(&a, &ConfigMapLookup::NotServed, t2).status, first);
+    }
+
+    fn run(service: &str, replaced: bool, guarded: bool, verdict: Option<Verdict>) -> RegistryRun {
+        RegistryRun {
+            service_name: service.into(),
+            replaced,
+            polled: false,
+            guarded,
+            verdict,
+        }
+    }
+
+    #[test]
+    fn registry_runs_record_the_service_the_poll_and_the_guard() {
+        let t1 = at("2026-11-22T12:00:00Z");
+        let t2 = at("2026-11-22T12:05:00Z");
+        let mut status = CatalogSourceStatus::default();
+        sync::registry_ran(&mut status, "olm", &run("c", false, false, None), t1);
+        let service = status.registry_service.clone().unwrap();
+        assert_eq!(
+            (
+                service.service_name.as_deref(),
+                service.service_namespace.as_deref(),
+                service.port.as_deref(),
+                service.protocol.as_deref()
+            ),
+            (Some("c"), Some("olm"), Some("50051"), Some("grpc"))
+        );
+        assert_eq!(service.created_at.as_ref().map(|t| t.0), Some(t1));
+        assert_eq!(status.latest_image_registry_poll, None);
+
+        // The same Service, nothing replaced: createdAt stays, no new pod.
+        let before = status.clone();
+        sync::registry_ran(&mut status, "olm", &run("c", false, false, None), t2);
+        assert_eq!(status, before);
+        assert!(!sync::registry_replaced(&before, &status));
+        // A replaced pod: createdAt moves, and that is what says "replaced".
+        sync::registry_ran(&mut status, "olm", &run("c", true, false, None), t2);
+        assert_eq!(
+            status
+                .registry_service
+                .as_ref()
+                .unwrap()
+                .created_at
+                .as_ref()
+                .map(|t| t.0),
+            Some(t2)
+        );
+        assert!(sync::registry_replaced(&before, &status));
+        // The first registry of a catalog is no replacement.
+        assert!(!sync::registry_replaced(
+            &CatalogSourceStatus::default(),
+            &status
+        ));
+        // A poll is recorded.
+        let mut polled = run("c", false, false, None);
+        polled.polled = true;
+        sync::registry_ran(&mut status, "olm", &polled, t2);
+        assert_eq!(
+            status.latest_image_registry_poll.as_ref().map(|t| t.0),
+            Some(t2)
+        );
+    }
+
+    #[test]
+    fn the_promotion_guard_speaks_through_promotion_blocked() {
+        let now = at("2026-11-22T12:00:00Z");
+        let blocked = Verdict::Blocked {
+            content: ("hash".into(), "sha256:bad".into()),
+            reason: CatalogSourceConditionReason::NEW_CONTENT_UNHEALTHY,
+            message: "new content sha256:bad is unhealthy".into(),
+        };
+        let promoted = Verdict::Promoted {
+            content: "sha256:good".into(),
+        };
+        let blocked_condition = |status: &CatalogSourceStatus| {
+            condition(status, "PromotionBlocked").map(|c| (c.0, c.1))
+        };
+
+        // Never blocked, then promoted: no condition at all.
+        let mut status = CatalogSourceStatus::default();
+        sync::registry_ran(
+            &mut status,
+            "olm",
+            &run("c", true, true, Some(promoted.clone())),
+            now,
+        );
+        assert_eq!(blocked_condition(&status), None);
+        // Blocked: True with the guard's reason.
+        sync::registry_ran(
+            &mut status,
+            "olm",
+            &run("c", false, true, Some(blocked)),
+            now,
+        );
+        assert_eq!(
+            blocked_condition(&status),
+            Some(("True".into(), "NewContentUnhealthy".into()))
+        );
+        // No verdict (a restart lost it): left as found.
+        sync::registry_ran(&mut status, "olm", &run("c", false, true, None), now);
+        assert_eq!(
+            blocked_condition(&status),
+            Some(("True".into(), "NewContentUnhealthy".into()))
+        );
+        // Promoted after that: False, ContentPromoted.
+        sync::registry_ran(
+            &mut status,
+            "olm",
+            &run("c", true, true, Some(promoted)),
+            now,
+        );
+        assert_eq!(
+            blocked_condition(&status),
+            Some(("False".into(), "ContentPromoted".into()))
+        );
+        // No longer guarded: the condition goes.
+        sync::registry_ran(&mut status, "olm", &run("c", false, false, None), now);
+        assert_eq!(blocked_condition(&status), None);
+    }
+
+    #[test]
+    fn a_connection_is_new_when_its_state_address_or_content_changed() {
+        let t1 = at("2026-11-22T12:00:00Z");
+        let t2 = at("2026-11-22T12:00:30Z");
+        let probe = |address: &str, state: &ConnectivityState, settled: bool| Probe {
+            address: address.into(),
+            state: state.clone(),
+            settled,
+        };
+        let ready = ConnectivityState::READY;
+        let failing = ConnectivityState::TRANSIENT_FAILURE;
+        let mut first = CatalogSourceStatus::default();
+        let connection = sync::connected(&mut first, probe("c.olm.svc:50051", &ready, false), t1);
+        assert!(connection.ready && connection.changed);
+        let state = first.connection_state.clone().unwrap();
+        assert_eq!(state.last_connect.map(|t| t.0), Some(t1));
+        assert_eq!(state.address.as_deref(), Some("c.olm.svc:50051"));
+
+        // (case, probe, ready, changed)
+        let cases = [
+            (
+                "same state and address",
+                probe("c.olm.svc:50051", &ready, false),
+                true,
+                false,
+            ),
+            (
+                "state changed",
+                probe("c.olm.svc:50051", &failing, false),
+                false,
+                true,
+            ),
+            (
+                "address changed",
+                probe("d.olm.svc:50051", &ready, false),
+                true,
+                true,
+            ),
+            (
+                "a replaced registry settled",
+                probe("c.olm.svc:50051", &ready, true),
+                true,
+                true,
+            ),
+        ];
+        for (name, probe, want_ready, want_changed) in cases {
+            let mut status = first.clone();
+            let connection = sync::connected(&mut status, probe, t2);
+            assert_eq!(
+                (connection.ready, connection.changed),
+                (want_ready, want_changed),
+                "{name}"
+            );
+            let last_connect = status.connection_state.unwrap().last_connect.map(|t| t.0);
+            assert_eq!(
+                last_connect,
+                Some(if want_changed { t2 } else { t1 }),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_next_check_is_the_soonest_thing_pending() {
+        let schedule = |secs: i64| catalog_operator::decide::catalog_source::PollSchedule {
+            interval: jiff::SignedDuration::from_secs(secs),
+            invalid_interval: None,
+            due: false,
+            requeue_after: jiff::SignedDuration::from_secs(secs),
+        };
+        let soon = schedule(0);
+        let later = schedule(120);
+        let s = Duration::from_secs;
+        // (ready, settling, updating, schedule, want)
+        let cases = [
+            (true, false, false, None, s(30)),
+            (false, false, false, None, sync::NOT_READY_RECHECK),
+            (true, true, false, None, sync::REGISTRY_REPLACED_SETTLE),
+            (true, false, true, None, sync::NOT_READY_RECHECK),
+            (true, false, false, Some(&later), s(30)),
+            (true, false, false, Some(&soon), s(1)),
+            (false, true, true, Some(&soon), s(1)),
+        ];
+        for (ready, settling, updating, schedule, want) in cases {
+            let got = sync::next_check(&Recheck {
+                ready,
+                settling,
+                updating,
+                schedule,
+                resync: s(900),
+                ready_recheck: s(30),
+            });
+            assert_eq!(got, want, "{ready} {settling} {updating} {schedule:?}");
+        }
+        // The resync bounds a READY catalog's check too.
+        let got = sync::next_check(&Recheck {
+            ready: true,
+            settling: false,
+            updating: false,
+            schedule: None,
+            resync: s(5),
+            ready_recheck: s(30),
+        });
+        assert_eq!(got, s(5));
+    }
+}

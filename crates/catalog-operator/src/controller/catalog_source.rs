@@ -4,39 +4,33 @@
 //! writes what it found to status. Upstream: `syncCatalogSources` and the
 //! catalog-template controller.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc};
 
 use jiff::Timestamp;
-use k8s_openapi::{
-    api::core::v1::{ConfigMap, Pod},
-    apimachinery::pkg::apis::meta::v1::{Condition, Time},
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
     runtime::controller::Action,
 };
 use olm_api::{
-    catalog_source::{
-        CatalogSource, CatalogSourceConditionReason, CatalogSourceConditionType,
-        CatalogSourceReason, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState,
-        RegistryServiceStatus,
-    },
-    conditions, labels,
+    catalog_source::{CatalogSource, CatalogSourceConditionReason, CatalogSourceStatus},
+    labels,
 };
 use olm_bus::events::CatalogUpdated;
 use olm_runtime::apply;
 
-use super::{Context, FIELD_MANAGER, NOT_READY_RECHECK, promotion};
+use super::{Context, FIELD_MANAGER, promotion};
 use crate::Error;
 
-/// How long after a registry pod was replaced its content is not trusted to
-/// come from the new pod: the old one's 1 s grace period and kube-proxy's
-/// next sync.
-pub(crate) const REGISTRY_REPLACED_SETTLE: Duration = Duration::from_secs(3);
 use crate::decide::{
-    catalog_source::{self as decide, RegistryObjects, Serving},
-    image_template::{self, TemplateOutcome},
+    catalog_source::{
+        self as decide, PollSchedule, RegistryObjects, Serving,
+        sync::{
+            self as sync_rules, Admission, CatalogObservation, ConfigMapLookup, Probe, Recheck,
+            RegistryRun,
+        },
+    },
     promotion as guard,
 };
 
@@ -57,147 +51,23 @@ pub(crate) async fn reconcile(
     sync(&catalog, &context).await
 }
 
-fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
-    conditions::metav1(type_, status, reason, message, None)
-}
-
-/// Applies `olm.catalogImageTemplate`: returns the image to write to
-/// `spec.image`, if it differs from the current one.
-fn image_template(
-    catalog: &CatalogSource,
-    status: &mut CatalogSourceStatus,
-    context: &Context,
-    now: Timestamp,
-) -> Option<String> {
-    let templates = CatalogSourceConditionType::TEMPLATES_HAVE_RESOLVED;
-    let resolved = CatalogSourceConditionType::RESOLVED_IMAGE;
-    let Some(template) = catalog.annotations().get(labels::CATALOG_IMAGE_TEMPLATE) else {
-        conditions::remove(&mut status.conditions, templates.as_str());
-        conditions::remove(&mut status.conditions, resolved.as_str());
-        return None;
-    };
-    match image_template::resolve(template, &context.kube_version) {
-        TemplateOutcome::Resolved(image) => {
-            let reason = CatalogSourceConditionReason::ALL_TEMPLATES_RESOLVED;
-            conditions::set(
-                &mut status.conditions,
-                condition(
-                    templates.as_str(),
-                    conditions::TRUE,
-                    reason.as_str(),
-                    "catalog image reference was successfully resolved",
-                ),
-                now,
-            );
-            conditions::set(
-                &mut status.conditions,
-                condition(resolved.as_str(), conditions::TRUE, reason.as_str(), &image),
-                now,
-            );
-            (catalog.spec.image.as_deref() != Some(image.as_str())).then_some(image)
-        }
-        TemplateOutcome::Unresolved(message) => {
-            let reason = CatalogSourceConditionReason::UNABLE_TO_RESOLVE;
-            for type_ in [&templates, &resolved] {
-                conditions::set(
-                    &mut status.conditions,
-                    condition(type_.as_str(), conditions::FALSE, reason.as_str(), &message),
-                    now,
-                );
-            }
-            None
-        }
-    }
-}
-
 async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Error> {
     let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
     let name = catalog.name_any();
     let api: Api<CatalogSource> = Api::namespaced(context.client.clone(), &namespace);
     let now = Timestamp::now();
     let original = catalog.status.clone().unwrap_or_default();
-    let mut status = original.clone();
 
-    if let Some(image) = image_template(catalog, &mut status, context, now) {
-        write_status(&api, context, catalog, &original, &status).await?;
-        let patch = serde_json::json!({ "spec": { "image": image } });
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(Error::kube(format!(
-                "writing the resolved image of {namespace}/{name}"
-            )))?;
-        // The change comes back through the watch.
-        return Ok(Action::await_change());
-    }
-
-    let serving = match decide::serving(catalog) {
-        Ok(serving) => serving,
-        Err(invalid) => {
-            status.reason = Some(CatalogSourceReason::SPEC_INVALID_ERROR);
-            status.message = Some(invalid.0);
-            context.connections.forget(&namespace, &name);
-            write_status(&api, context, catalog, &original, &status).await?;
-            return Ok(Action::await_change());
-        }
-    };
-    if let Some(refused) = decide::policy_refusal(
-        catalog,
-        &serving,
-        &context.config.allowed_registries,
-        &context.config.allowed_catalog_addresses,
-    ) {
-        status.reason = Some(CatalogSourceReason::REGISTRY_NOT_ALLOWED);
-        status.message = Some(refused);
-        context.connections.forget(&namespace, &name);
-        write_status(&api, context, catalog, &original, &status).await?;
-        return Ok(Action::await_change());
-    }
-    status.reason = None;
-    status.message = None;
-
-    let mut updating = false;
-    match &serving {
-        Serving::Address { .. } => {
-            let created_at = status
-                .registry_service
-                .as_ref()
-                .filter(|s| s.service_name.is_none())
-                .and_then(|s| s.created_at.clone())
-                .unwrap_or(Time(now));
-            status.registry_service = Some(RegistryServiceStatus {
-                protocol: Some("grpc".to_owned()),
-                created_at: Some(created_at),
-                ..RegistryServiceStatus::default()
-            });
-        }
-        Serving::ConfigMap { name: config_map } => {
+    let config_map = match sync_rules::config_map_to_read(catalog) {
+        None => ConfigMapLookup::NotServed,
+        Some(config_map) => {
             let config_maps: Api<ConfigMap> = Api::namespaced(context.client.clone(), &namespace);
-            match config_maps.get_opt(config_map).await {
-                Ok(Some(found)) => {
-                    let version = found.metadata.resource_version.clone();
-                    let unchanged = status
-                        .config_map_reference
-                        .as_ref()
-                        .is_some_and(|r| r.resource_version == version && r.name == *config_map);
-                    if !unchanged {
-                        status.config_map_reference = Some(ConfigMapResourceReference {
-                            name: config_map.clone(),
-                            namespace: namespace.clone(),
-                            uid: found.metadata.uid.clone(),
-                            resource_version: version,
-                            last_update_time: Some(Time(now)),
-                        });
-                    }
-                    updating = run_registry(catalog, &serving, &mut status, context, now).await?;
-                }
-                Ok(None) => {
-                    status.reason = Some(CatalogSourceReason::CONFIG_MAP_ERROR);
-                    status.message = Some(format!(
-                        "failed to get catalog config map {config_map}: configmaps {config_map:?} not found"
-                    ));
-                    write_status(&api, context, catalog, &original, &status).await?;
-                    return Ok(Action::requeue(NOT_READY_RECHECK));
-                }
+            match config_maps.get_opt(&config_map).await {
+                Ok(Some(found)) => ConfigMapLookup::Found {
+                    uid: found.metadata.uid,
+                    resource_version: found.metadata.resource_version,
+                },
+                Ok(None) => ConfigMapLookup::Missing,
                 Err(error) => {
                     return Err(Error::kube(format!(
                         "reading configmap {namespace}/{config_map}"
@@ -205,34 +75,58 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
                 }
             }
         }
-        Serving::Image { .. } => {
-            updating = run_registry(catalog, &serving, &mut status, context, now).await?;
+    };
+    let admitted = sync_rules::admit(&CatalogObservation {
+        catalog,
+        kube_version: &context.kube_version,
+        allowed_registries: &context.config.allowed_registries,
+        allowed_catalog_addresses: &context.config.allowed_catalog_addresses,
+        config_map: &config_map,
+        now,
+    });
+    let mut status = admitted.status;
+    let (serving, schedule) = match admitted.next {
+        Admission::ResolveImage(image) => {
+            write_status(&api, context, catalog, &original, &status).await?;
+            let patch = serde_json::json!({ "spec": { "image": image } });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(Error::kube(format!(
+                    "writing the resolved image of {namespace}/{name}"
+                )))?;
+            // The change comes back through the watch.
+            return Ok(Action::await_change());
         }
-    }
+        Admission::Refused => {
+            context.connections.forget(&namespace, &name);
+            write_status(&api, context, catalog, &original, &status).await?;
+            return Ok(Action::await_change());
+        }
+        Admission::ConfigMapMissing => {
+            write_status(&api, context, catalog, &original, &status).await?;
+            return Ok(Action::requeue(sync_rules::NOT_READY_RECHECK));
+        }
+        Admission::Serve { serving, schedule } => (serving, schedule),
+    };
 
-    // Upstream keeps InvalidIntervalError as the reason while the interval
-    // is unreadable; polling itself goes on with the default.
-    let schedule = decide::poll_schedule(catalog, now);
-    if let Some(message) = schedule.as_ref().and_then(|s| s.invalid_interval.clone()) {
-        status.reason = Some(CatalogSourceReason::INVALID_INTERVAL_ERROR);
-        status.message = Some(message);
+    let mut updating = false;
+    if !matches!(serving, Serving::Address { .. }) {
+        let mut with_status = catalog.clone();
+        with_status.status = Some(status.clone());
+        if let Some(run) = run_registry(&with_status, &serving, schedule.as_ref(), context).await? {
+            updating = run.updating;
+            sync_rules::registry_ran(&mut status, &namespace, &run.recorded, now);
+        }
     }
 
     // A registry pod replaced by a promoted update pod serves new content,
     // though the connection may never have looked down: reconnect, and take
     // no snapshot home until the old pod has surely left the Service.
-    let replaced_at = |s: &CatalogSourceStatus| {
-        s.registry_service
-            .as_ref()
-            .and_then(|r| r.created_at.clone())
-    };
-    let replaced =
-        original.registry_service.is_some() && replaced_at(&original) != replaced_at(&status);
-    if replaced {
+    if sync_rules::registry_replaced(&original, &status) {
         context.connections.forget(&namespace, &name);
         context
             .snapshots
-            .settle(&namespace, &name, REGISTRY_REPLACED_SETTLE);
+            .settle(&namespace, &name, sync_rules::REGISTRY_REPLACED_SETTLE);
     }
     let mut probed = catalog.clone();
     probed.status = Some(status.clone());
@@ -251,54 +145,37 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
                     "registry not ready"
                 );
             }
-            let previous = status.connection_state.as_ref();
-            // A settled replacement counts as a new connection: resolution
-            // reads the new content, and subscriptions hear of it.
-            let settled = context.snapshots.settled(&namespace, &name);
-            let changed = settled
-                || previous.is_none_or(|p| {
-                    p.last_observed_state != probe.state
-                        || p.address.as_deref() != Some(address.as_str())
-                });
-            let last_connect = if changed {
-                Some(Time(now))
-            } else {
-                previous.and_then(|p| p.last_connect.clone())
-            };
-            let ready = probe.state == olm_api::catalog_source::ConnectivityState::READY;
-            context.metrics.catalog_ready(&namespace, &name, ready);
-            if ready && changed {
+            let connection = sync_rules::connected(
+                &mut status,
+                Probe {
+                    address,
+                    state: probe.state,
+                    settled: context.snapshots.settled(&namespace, &name),
+                },
+                now,
+            );
+            context
+                .metrics
+                .catalog_ready(&namespace, &name, connection.ready);
+            if connection.ready && connection.changed {
                 // New connection, maybe new content: resolve from fresh data.
                 context.snapshots.invalidate(&namespace, &name);
                 publish_ready(context, catalog, now).await;
             }
-            status.connection_state = Some(GrpcConnectionState {
-                address: Some(address),
-                last_observed_state: probe.state,
-                last_connect,
-            });
-            ready
+            connection.ready
         }
         None => false,
     };
 
     write_status(&api, context, catalog, &original, &status).await?;
-    let mut next = if ready {
-        context.config.resync.min(context.config.ready_recheck)
-    } else {
-        NOT_READY_RECHECK
-    };
-    if context.snapshots.settling(&namespace, &name) {
-        next = next.min(REGISTRY_REPLACED_SETTLE);
-    }
-    if updating {
-        next = next.min(NOT_READY_RECHECK);
-    }
-    if let Some(schedule) = schedule {
-        let poll = Duration::try_from(schedule.requeue_after).unwrap_or(next);
-        next = next.min(poll.max(Duration::from_secs(1)));
-    }
-    Ok(Action::requeue(next))
+    Ok(Action::requeue(sync_rules::next_check(&Recheck {
+        ready,
+        settling: context.snapshots.settling(&namespace, &name),
+        updating,
+        schedule: schedule.as_ref(),
+        resync: context.config.resync,
+        ready_recheck: context.config.ready_recheck,
+    })))
 }
 
 /// Tells the bus the catalog's registry became READY, so that readers of
@@ -490,17 +367,25 @@ fn is_disrupted(pod: &Pod) -> bool {
         })
 }
 
-/// Runs the registry of an image or ConfigMap catalog: applies what changed
-/// and makes sure exactly one pod with the current spec serves. Returns
-/// whether an update pod is on its way (not ready, or not yet checked by
-/// the promotion guard).
+/// What a registry run did.
+struct RegistryOutcome {
+    /// An update pod is on its way (not ready, or not yet checked by the
+    /// promotion guard).
+    updating: bool,
+    /// What the status records of it.
+    recorded: RegistryRun,
+}
+
+/// Runs the registry of an image or ConfigMap catalog (`catalog` carries
+/// the status decided so far): applies what changed and makes sure exactly
+/// one pod with the current spec serves. `None` when there is nothing to
+/// run.
 async fn run_registry(
     catalog: &CatalogSource,
     serving: &Serving,
-    status: &mut CatalogSourceStatus,
+    schedule: Option<&PollSchedule>,
     context: &Context,
-    now: Timestamp,
-) -> Result<bool, Error> {
+) -> Result<Option<RegistryOutcome>, Error> {
     let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
     let name = catalog.name_any();
     let namespace_labels = context
@@ -509,21 +394,19 @@ async fn run_registry(
         .get(&kube::runtime::reflector::ObjectRef::new(&namespace))
         .and_then(|ns| ns.metadata.labels.clone())
         .unwrap_or_default();
-    let mut with_status = catalog.clone();
-    with_status.status = Some(status.clone());
     let Some(RegistryObjects {
         service_account,
         service,
         pod,
         network_policies,
     }) = decide::registry_objects(
-        &with_status,
+        catalog,
         serving,
         &namespace_labels,
         &context.config.pod_options,
     )
     else {
-        return Ok(false);
+        return Ok(None);
     };
     let client = &context.client;
     let caches = &context.caches;
@@ -575,9 +458,8 @@ async fn run_registry(
         Serving::Image { image } => Some(image.clone()),
         _ => None,
     };
-    let schedule = image
-        .as_ref()
-        .and_then(|_| decide::poll_schedule(catalog, now));
+    let schedule = image.as_ref().and(schedule);
+    let mut polled = false;
     let update_pods: Vec<Arc<Pod>> = caches
         .pods
         .state()
@@ -615,10 +497,6 @@ async fn run_registry(
     };
     if !guarded {
         context.guard.forget(catalog);
-        conditions::remove(
-            &mut status.conditions,
-            CatalogSourceConditionType::PROMOTION_BLOCKED.as_str(),
-        );
     }
 
     // A ready update pod with the current spec takes over from the serving
@@ -727,7 +605,7 @@ async fn run_registry(
                         _ => digest,
                     };
                     decide::pin_pod(&mut fresh, image, &digest);
-                    status.latest_image_registry_poll = Some(Time(now));
+                    polled = true;
                 }
                 Err(error) => {
                     tracing::warn!(
@@ -751,7 +629,7 @@ async fn run_registry(
         // for a guarded catalog, once the guard agrees; content the guard
         // refused is not started again).
         if schedule.due && update_pods.is_empty() {
-            status.latest_image_registry_poll = Some(Time(now));
+            polled = true;
             match resolve_digest(context, catalog, image).await {
                 Ok(digest) if serving_digest.as_deref() != Some(digest.as_str()) => {
                     let mut update = pod.clone();
@@ -769,13 +647,11 @@ async fn run_registry(
             }
         }
     }
-    if guarded {
-        if let Some(digest) = &serving_digest
-            && !promoted
-        {
-            context.guard.served(catalog, digest);
-        }
-        context.guard.reflect(catalog, status, now);
+    if guarded
+        && let Some(digest) = &serving_digest
+        && !promoted
+    {
+        context.guard.served(catalog, digest);
     }
     let keep = |p: &Arc<Pod>| !promoted && previous.iter().any(|k| Arc::ptr_eq(k, p));
     for old in stale
@@ -786,22 +662,14 @@ async fn run_registry(
         delete_pod(&pod_api, &old.name_any(), grace).await?;
     }
 
-    let same_service = status
-        .registry_service
-        .as_ref()
-        .is_some_and(|s| s.service_name.as_deref() == Some(service_name.as_str()));
-    let created_at = status
-        .registry_service
-        .as_ref()
-        .filter(|_| same_service && !created)
-        .and_then(|s| s.created_at.clone())
-        .unwrap_or(Time(now));
-    status.registry_service = Some(RegistryServiceStatus {
-        protocol: Some("grpc".to_owned()),
-        service_name: Some(service_name),
-        service_namespace: Some(namespace),
-        port: Some(decide::REGISTRY_GRPC_PORT.to_string()),
-        created_at: Some(created_at),
-    });
-    Ok(pending)
+    Ok(Some(RegistryOutcome {
+        updating: pending,
+        recorded: RegistryRun {
+            service_name,
+            replaced: created,
+            polled,
+            guarded,
+            verdict: guarded.then(|| context.guard.verdict(catalog)).flatten(),
+        },
+    }))
 }

@@ -56,10 +56,6 @@ pub const FIELD_MANAGER: FieldManager = FieldManager::new("catalog-operator");
 /// Upstream's default resync period (`--interval`).
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(15 * 60);
 
-/// How often a catalog whose registry is not READY is looked at again
-/// (upstream's connection watcher gives each state 10 s).
-pub const NOT_READY_RECHECK: Duration = Duration::from_secs(10);
-
 /// How often a READY registry is checked again by default, so a registry
 /// that goes away shows in status within this time.
 pub const READY_RECHECK: Duration = Duration::from_secs(30);

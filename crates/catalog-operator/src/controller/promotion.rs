@@ -1,7 +1,8 @@
 //! The I/O of the promotion guard ([`crate::decide::promotion`]): reads
 //! what a ready update pod offers over the registry API, remembers each
 //! guarded catalog's last verdict (and the content not to start again),
-//! and reflects it in the `PromotionBlocked` condition and a Warning event.
+//! which the sync writes into `PromotionBlocked`, and publishes a Warning
+//! event on a new refusal.
 
 use std::{
     collections::HashMap,
@@ -10,22 +11,15 @@ use std::{
 };
 
 use futures::TryStreamExt;
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
-use olm_api::{
-    catalog_source::{
-        CatalogSource, CatalogSourceConditionReason, CatalogSourceConditionType,
-        CatalogSourceStatus,
-    },
-    conditions,
-};
+use olm_api::catalog_source::{CatalogSource, CatalogSourceConditionReason};
 use olm_registry::{ClientOptions, RegistryClient};
 
 use super::Context;
 use crate::decide::{
     catalog_source::REGISTRY_GRPC_PORT,
-    promotion::{self, OfferedBundle, Refusal},
+    promotion::{self, OfferedBundle, Refusal, Verdict},
 };
 
 /// Where the guard reads an update pod's content from.
@@ -104,18 +98,6 @@ struct Entry {
     served_digest: Option<String>,
 }
 
-#[derive(Debug, Clone)]
-enum Verdict {
-    /// This content was refused: not started again until the content changes.
-    Blocked {
-        content: (String, String),
-        reason: CatalogSourceConditionReason,
-        message: String,
-    },
-    /// This content passed and was promoted.
-    Promoted { content: String },
-}
-
 /// The guard's memory of each guarded catalog. The `PromotionBlocked`
 /// condition is written from it on every reconcile (level-triggered: a
 /// status write lost to a conflict, or overwritten from a stale cache, is
@@ -185,43 +167,10 @@ impl Memory {
             .remove(&key_of(catalog));
     }
 
-    /// Writes the last verdict into `PromotionBlocked`: `True` while
-    /// content is refused, `False` once content was promoted after that;
-    /// left as found when there is no verdict.
-    pub(crate) fn reflect(
-        &self,
-        catalog: &CatalogSource,
-        status: &mut CatalogSourceStatus,
-        now: Timestamp,
-    ) {
-        let type_ = CatalogSourceConditionType::PROMOTION_BLOCKED;
-        let verdict = self.read(catalog, |entry| entry.verdict.clone()).flatten();
-        let condition = match verdict {
-            None => return,
-            Some(Verdict::Blocked {
-                reason, message, ..
-            }) => conditions::metav1(
-                type_.as_str(),
-                conditions::TRUE,
-                reason.as_str(),
-                &message,
-                None,
-            ),
-            // A catalog never blocked gets no condition.
-            Some(Verdict::Promoted { .. })
-                if !status.conditions.iter().any(|c| c.type_ == type_.as_str()) =>
-            {
-                return;
-            }
-            Some(Verdict::Promoted { content }) => conditions::metav1(
-                type_.as_str(),
-                conditions::FALSE,
-                CatalogSourceConditionReason::CONTENT_PROMOTED.as_str(),
-                &promotion::promoted_message(&content),
-                None,
-            ),
-        };
-        conditions::set(&mut status.conditions, condition, now);
+    /// The last verdict on the catalog, if any (written into
+    /// `PromotionBlocked` by [`crate::decide::promotion::blocked_condition`]).
+    pub(crate) fn verdict(&self, catalog: &CatalogSource) -> Option<Verdict> {
+        self.read(catalog, |entry| entry.verdict.clone()).flatten()
     }
 }
 

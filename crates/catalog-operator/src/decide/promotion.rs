@@ -9,8 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
-use olm_api::{catalog_source::CatalogSource, labels};
+use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::Condition};
+use olm_api::{
+    catalog_source::{CatalogSource, CatalogSourceConditionReason, CatalogSourceConditionType},
+    conditions, labels,
+};
 use olm_oci::policy::RegistryRule;
 
 /// How many offending bundles a `PromotionBlocked` message names; the rest
@@ -251,5 +254,52 @@ mod tests {
 
         let one = refused_message("c", &found[..1], &policy);
         assert!(!one.contains("more"), "{one}");
+    }
+}
+
+/// The promotion guard's last verdict on a catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// This content (pod spec hash, image digest) was refused: it is not
+    /// started again until the content changes.
+    Blocked {
+        /// The refused content, as [`content_key`] names it.
+        content: (String, String),
+        /// `NewContentUnhealthy` or `BundleRegistryNotAllowed`.
+        reason: CatalogSourceConditionReason,
+        /// What was refused and why.
+        message: String,
+    },
+    /// This content passed and was promoted.
+    Promoted {
+        /// The promoted image digest.
+        content: String,
+    },
+}
+
+/// The `PromotionBlocked` condition for the guard's last verdict: `True`
+/// while content is refused, `False` once content was promoted after that
+/// (a catalog never blocked gets no condition); `None` leaves it as found
+/// (no verdict, or nothing to say).
+pub fn blocked_condition(found: &[Condition], verdict: Option<&Verdict>) -> Option<Condition> {
+    let type_ = CatalogSourceConditionType::PROMOTION_BLOCKED;
+    match verdict? {
+        Verdict::Blocked {
+            reason, message, ..
+        } => Some(conditions::metav1(
+            type_.as_str(),
+            conditions::TRUE,
+            reason.as_str(),
+            message,
+            None,
+        )),
+        Verdict::Promoted { .. } if !found.iter().any(|c| c.type_ == type_.as_str()) => None,
+        Verdict::Promoted { content } => Some(conditions::metav1(
+            type_.as_str(),
+            conditions::FALSE,
+            CatalogSourceConditionReason::CONTENT_PROMOTED.as_str(),
+            &promoted_message(content),
+            None,
+        )),
     }
 }

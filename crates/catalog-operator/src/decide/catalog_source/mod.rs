@@ -31,6 +31,8 @@ use sha2::{Digest, Sha256};
 
 use olm_api::go_duration;
 
+pub mod sync;
+
 /// The gRPC port every registry server listens on.
 pub const REGISTRY_GRPC_PORT: i32 = 50051;
 /// The name of that port on pods and services.
