@@ -99,6 +99,9 @@ const IMPURE: &[&str] = &[
     ".await",
     "crate::controller",
     "crate::Error",
+    "Timestamp::now",
+    "SystemTime::now",
+    "Instant::now",
 ];
 
 /// Every `.rs` file under `dir`, recursively.
@@ -131,7 +134,9 @@ fn decide_folders_are_pure() {
     let mut impure = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
-        for (number, line) in text.lines().enumerate() {
+        // A file's tests may build fixtures as they like.
+        let rules = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (number, line) in rules.lines().enumerate() {
             let code = line.split("//").next().unwrap_or_default();
             for word in IMPURE {
                 if code.contains(word) {
@@ -147,6 +152,87 @@ fn decide_folders_are_pure() {
     assert!(
         impure.is_empty(),
         "rules in decide/ reach for I/O or a client; move it to the controller: {impure:#?}"
+    );
+}
+
+/// Whether a line of code sets a status field (`status.reason = ...`,
+/// `x.status.phase = ...`) or a condition (`conditions::set`,
+/// `conditions::remove`) itself.
+fn sets_status(code: &str) -> bool {
+    if code.contains("conditions::set(") || code.contains("conditions::remove(") {
+        return true;
+    }
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.match_indices("status.").any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(ident) {
+            return false;
+        }
+        let rest = &code[at + "status.".len()..];
+        let field = rest.trim_start_matches(|c: char| ident(c) || c == '.');
+        field.len() < rest.len() && field.starts_with(" = ")
+    })
+}
+
+#[test]
+fn the_status_check_tells_a_write_from_a_read() {
+    for write in [
+        "status.reason = Some(reason);",
+        "    plan.status.phase = InstallPlanPhase::FAILED;",
+        "status.registry_service.port = None;",
+        "conditions::set(&mut status.conditions, condition, now);",
+        "olm_api::conditions::remove(&mut s.conditions, \"Ready\");",
+    ] {
+        assert!(sets_status(write), "{write}");
+    }
+    for read in [
+        "if status.reason == Some(reason) {",
+        "let reason = status.reason.clone();",
+        "with_status.status = Some(decided.clone());",
+        "let done = conditions::is_true(&status.conditions, \"Ready\");",
+        "step_status.phase = x;",
+    ] {
+        assert!(!sets_status(read), "{read}");
+    }
+}
+
+/// Each service writes the statuses its rules decided: outside `decide/`,
+/// no code sets a status field or a condition itself (the CSV's shape:
+/// observation in, decision out, the controller applies it). Comments and
+/// the `#[cfg(test)]` tail of a file are not counted.
+#[test]
+fn controllers_set_no_status_field_or_condition_themselves() {
+    let root = olm_e2e::workspace_root().join("crates");
+    let mut services = 0;
+    let mut direct = Vec::new();
+    for krate in std::fs::read_dir(&root).unwrap() {
+        let src = krate.unwrap().path().join("src");
+        let decide = src.join("decide");
+        if !decide.is_dir() {
+            continue;
+        }
+        services += 1;
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files.iter().filter(|f| !f.starts_with(&decide)) {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (number, line) in code.lines().enumerate() {
+                if sets_status(line.split("//").next().unwrap_or_default()) {
+                    direct.push(format!(
+                        "{}:{}: {}",
+                        file.strip_prefix(&root).unwrap().display(),
+                        number + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(services >= 6, "crates with decide/ found: {services}");
+    assert!(
+        direct.is_empty(),
+        "status set outside decide/; decide it there and apply what it returns: {direct:#?}"
     );
 }
 

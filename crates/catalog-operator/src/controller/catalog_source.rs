@@ -14,7 +14,7 @@ use kube::{
     runtime::controller::Action,
 };
 use olm_api::{
-    catalog_source::{CatalogSource, CatalogSourceConditionReason, CatalogSourceStatus},
+    catalog_source::{CatalogSource, CatalogSourceConditionReason},
     labels,
 };
 use olm_bus::events::CatalogUpdated;
@@ -87,7 +87,9 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
     let mut status = admitted.status;
     let (serving, schedule) = match admitted.next {
         Admission::ResolveImage(image) => {
-            write_status(&api, context, catalog, &original, &status).await?;
+            context
+                .write_status(catalog, catalog.status.as_ref(), &status)
+                .await?;
             let patch = serde_json::json!({ "spec": { "image": image } });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -99,11 +101,15 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
         }
         Admission::Refused => {
             context.connections.forget(&namespace, &name);
-            write_status(&api, context, catalog, &original, &status).await?;
+            context
+                .write_status(catalog, catalog.status.as_ref(), &status)
+                .await?;
             return Ok(Action::await_change());
         }
         Admission::ConfigMapMissing => {
-            write_status(&api, context, catalog, &original, &status).await?;
+            context
+                .write_status(catalog, catalog.status.as_ref(), &status)
+                .await?;
             return Ok(Action::requeue(sync_rules::NOT_READY_RECHECK));
         }
         Admission::Serve { serving, schedule } => (serving, schedule),
@@ -167,7 +173,9 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
         None => false,
     };
 
-    write_status(&api, context, catalog, &original, &status).await?;
+    context
+        .write_status(catalog, catalog.status.as_ref(), &status)
+        .await?;
     Ok(Action::requeue(sync_rules::next_check(&Recheck {
         ready,
         settling: context.snapshots.settling(&namespace, &name),
@@ -206,27 +214,6 @@ async fn publish_ready(context: &Context, catalog: &CatalogSource, now: Timestam
     if let Err(error) = context.bus.publish(&event).await {
         tracing::debug!(error = %error, "catalog update not published");
     }
-}
-
-async fn write_status(
-    api: &Api<CatalogSource>,
-    context: &Context,
-    catalog: &CatalogSource,
-    original: &CatalogSourceStatus,
-    status: &CatalogSourceStatus,
-) -> Result<(), Error> {
-    if original == status {
-        return Ok(());
-    }
-    apply::write_status(
-        api,
-        &FIELD_MANAGER,
-        catalog,
-        status,
-        Some(&context.recorder),
-    )
-    .await?;
-    Ok(())
 }
 
 /// Whether a stored object still matches the desired one, by the hash

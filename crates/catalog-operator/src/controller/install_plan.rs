@@ -15,14 +15,14 @@ use kube::{
 };
 use olm_api::{
     csv::ClusterServiceVersion,
-    install_plan::{InstallPlan, InstallPlanStatus, Step, StepStatus},
+    install_plan::{InstallPlan, Step, StepStatus},
     labels, ownership,
 };
-use olm_runtime::{apply, impersonation::install_client};
+use olm_runtime::impersonation::install_client;
 
 use tracing::Instrument as _;
 
-use super::{Context, FIELD_MANAGER};
+use super::Context;
 use crate::Error;
 use crate::decide::install_plan::{self as decide, Execution, PlanAction};
 
@@ -83,7 +83,7 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
         Err(refused) => {
             tracing::info!(plan = %format!("{namespace}/{name}"), reason = %refused, "install identity unavailable");
             decide::identity_unavailable(&mut status, &refused.0, now);
-            write_status(context, plan, &original, &status).await?;
+            context.write_status(plan, Some(&original), &status).await?;
             return Ok(Action::requeue(
                 Duration::try_from(decide::IDENTITY_RECHECK).unwrap_or(Duration::from_secs(5)),
             ));
@@ -91,7 +91,7 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
     };
     let (action, _) = decide::before_execution(plan, &mut status, now);
     if action == PlanAction::Nothing {
-        write_status(context, plan, &original, &status).await?;
+        context.write_status(plan, Some(&original), &status).await?;
         return Ok(Action::await_change());
     }
     let mut unpacked = Vec::with_capacity(status.bundle_lookups.len());
@@ -124,7 +124,7 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
         context.config.install_plan_retry_timeout,
         now,
     );
-    write_status(context, plan, &original, &status).await?;
+    context.write_status(plan, Some(&original), &status).await?;
     if decide::terminal(&status) {
         Ok(Action::await_change())
     } else {
@@ -137,23 +137,6 @@ async fn sync(plan: &InstallPlan, context: &Context) -> Result<Action, Error> {
             Duration::try_from(recheck).unwrap_or(Duration::from_secs(5)),
         ))
     }
-}
-
-async fn write_status(
-    context: &Context,
-    plan: &InstallPlan,
-    original: &InstallPlanStatus,
-    status: &InstallPlanStatus,
-) -> Result<(), Error> {
-    if original == status {
-        return Ok(());
-    }
-    let api: Api<InstallPlan> = Api::namespaced(
-        context.client.clone(),
-        plan.metadata.namespace.as_deref().unwrap_or_default(),
-    );
-    apply::write_status(&api, &FIELD_MANAGER, plan, status, Some(&context.recorder)).await?;
-    Ok(())
 }
 
 /// A step that could not be carried out.

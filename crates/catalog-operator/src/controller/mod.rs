@@ -224,6 +224,46 @@ pub(crate) struct Context {
     pub(crate) guard: promotion::Memory,
 }
 
+impl Context {
+    /// Writes the status a rule decided for `object` when it differs from
+    /// the `stored` one, as catalog-operator: a status the API server
+    /// refuses is written in its minimal form instead, with a
+    /// `StatusRejected` event (ARCHITECTURE rule 4,
+    /// [`olm_runtime::apply::write_status`]). Returns whether it wrote.
+    pub(crate) async fn write_status<K, S>(
+        &self,
+        object: &K,
+        stored: Option<&S>,
+        status: &S,
+    ) -> Result<bool, crate::Error>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + DeserializeOwned,
+        S: serde::Serialize + olm_api::status::MinimalStatus + PartialEq + Default,
+    {
+        let unchanged = match stored {
+            Some(stored) => stored == status,
+            None => *status == S::default(),
+        };
+        if unchanged {
+            return Ok(false);
+        }
+        let namespace = object.meta().namespace.as_deref().unwrap_or_default();
+        let api: kube::Api<K> = kube::Api::namespaced(self.client.clone(), namespace);
+        olm_runtime::apply::write_status(
+            &api,
+            &FIELD_MANAGER,
+            object,
+            status,
+            Some(&self.recorder),
+        )
+        .await?;
+        Ok(true)
+    }
+}
+
 /// The catalog a managed registry object belongs to: its
 /// `olm.catalogSource` label, else its CatalogSource owner.
 fn catalog_of<K: Resource>(object: &K) -> Option<ObjectRef<CatalogSource>> {

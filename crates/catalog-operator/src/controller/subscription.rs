@@ -33,7 +33,7 @@ use olm_runtime::apply;
 use sha2::{Digest, Sha256};
 use tracing::Instrument as _;
 
-use super::{Context, FIELD_MANAGER};
+use super::Context;
 use crate::Error;
 use olm_plan::steps::{self, BundleContent, BundleSource};
 
@@ -91,27 +91,9 @@ pub(crate) fn healthy(catalog: &CatalogSource) -> bool {
     !invalid && ready
 }
 
-/// Writes `status` when it differs from the stored one; whether it did.
-async fn write_if_changed(
-    context: &Context,
-    sub: &Subscription,
-    status: SubscriptionStatus,
-) -> Result<bool, Error> {
-    if !rules::changed(sub, &status) {
-        return Ok(false);
-    }
-    let api: Api<Subscription> = Api::namespaced(
-        context.client.clone(),
-        sub.metadata.namespace.as_deref().unwrap_or_default(),
-    );
-    apply::write_status(&api, &FIELD_MANAGER, sub, &status, Some(&context.recorder)).await?;
-    Ok(true)
-}
-
 async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
-    if !context.config.watches(namespace) {
-        return Ok(Action::await_change());
-    }
+    // Only watched namespaces get here: the loop's triggers are filtered
+    // (`controller::run`).
     let caches = &context.caches;
     context.metrics.set_counts(
         caches.catalogs.state().len(),
@@ -184,7 +166,9 @@ async fn sync(namespace: &str, context: &Context) -> Result<Action, Error> {
                     .unwrap_or_default(),
             },
         );
-        changed |= write_if_changed(context, sub, refresh.status).await?;
+        changed |= context
+            .write_status(sub.as_ref(), sub.status.as_ref(), &refresh.status)
+            .await?;
     }
     if changed {
         // The next pass resolves from the written state.
@@ -363,7 +347,9 @@ async fn record_failure(
     let reason = SubscriptionConditionReason::from(error.reason());
     for sub in subscriptions {
         let status = rules::resolution_failed(sub, reason.clone(), &message, now);
-        write_if_changed(context, sub, status).await?;
+        context
+            .write_status(sub.as_ref(), sub.status.as_ref(), &status)
+            .await?;
     }
     let regarding = ObjectReference {
         api_version: Some("v1".to_owned()),
@@ -563,20 +549,10 @@ async fn install(
             bundle_lookups: lookups,
             ..InstallPlanStatus::default()
         };
-        if plan
-            .status
-            .as_ref()
-            .is_none_or(|s| s.plan.is_empty() && s.bundle_lookups.is_empty())
-        {
-            let api: Api<InstallPlan> = Api::namespaced(context.client.clone(), namespace);
-            apply::write_status(
-                &api,
-                &FIELD_MANAGER,
-                &plan,
-                &status,
-                Some(&context.recorder),
-            )
-            .await?;
+        if plan.status.as_ref().is_none_or(plan_rules::unplanned) {
+            context
+                .write_status(&plan, plan.status.as_ref(), &status)
+                .await?;
         }
         Some(plan)
     };
@@ -593,7 +569,9 @@ async fn install(
             None => rules::HandOff::Nothing,
         };
         let status = rules::resolved(sub, &decision.csv, hand_off, now);
-        write_if_changed(context, sub, status).await?;
+        context
+            .write_status(sub.as_ref(), sub.status.as_ref(), &status)
+            .await?;
     }
     Ok(())
 }
@@ -721,7 +699,13 @@ async fn clear_failures(
     now: Timestamp,
 ) -> Result<(), Error> {
     for sub in subscriptions {
-        write_if_changed(context, sub, rules::resolution_succeeded(sub, now)).await?;
+        context
+            .write_status(
+                sub.as_ref(),
+                sub.status.as_ref(),
+                &rules::resolution_succeeded(sub, now),
+            )
+            .await?;
     }
     Ok(())
 }

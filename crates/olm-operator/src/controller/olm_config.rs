@@ -8,18 +8,13 @@ use std::{collections::BTreeSet, sync::Arc};
 
 use jiff::Timestamp;
 use kube::{Api, ResourceExt, runtime::controller::Action};
-use olm_api::{
-    conditions, labels,
-    olm_config::{OLMConfig, OLMConfigStatus},
-};
+use olm_api::{labels, olm_config::OLMConfig};
 
 use super::Context;
 use crate::{
     Error,
     decide::{
-        copied_csv::{
-            copies_as_expected, copies_enabled, disabled_copied_csvs_condition, is_copied,
-        },
+        copied_csv::{copies_as_expected, copies_enabled, is_copied, olm_config_status},
         operator_group::NAMESPACE_ALL,
     },
 };
@@ -62,13 +57,14 @@ pub(crate) async fn reconcile(
                 &with_copies,
             )
         });
-    let wanted = disabled_copied_csvs_condition(enabled, out_of_place);
-    let mut status = config.status.clone().unwrap_or_default();
-    if conditions::set(&mut status.conditions, wanted, Timestamp::now()) {
+    let decided = olm_config_status(
+        config.status.as_ref(),
+        enabled,
+        out_of_place,
+        Timestamp::now(),
+    );
+    if let Some(status) = decided {
         let api: Api<OLMConfig> = Api::all(context.client.clone());
-        let status = OLMConfigStatus {
-            conditions: status.conditions,
-        };
         context
             .write_status(&api, &config, &status, "cannot write olmconfig status")
             .await?;

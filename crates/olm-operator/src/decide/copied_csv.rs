@@ -29,7 +29,7 @@ use olm_api::{
     conditions,
     csv::{ClusterServiceVersion, CsvPhase, CsvReason},
     labels,
-    olm_config::{OLMConfig, OLMConfigConditionReason, OLMConfigConditionType},
+    olm_config::{OLMConfig, OLMConfigConditionReason, OLMConfigConditionType, OLMConfigStatus},
     operator_group::OperatorGroup,
 };
 use serde::Serialize;
@@ -402,6 +402,19 @@ pub fn dangling_copy(
         return Some(DanglingReason::SameNamespaceAsParent);
     }
     None
+}
+
+/// The OLMConfig status saying [`disabled_copied_csvs_condition`]; `None`
+/// when `current` already says it.
+pub fn olm_config_status(
+    current: Option<&OLMConfigStatus>,
+    copied_csvs_enabled: bool,
+    copies_out_of_place: bool,
+    now: jiff::Timestamp,
+) -> Option<OLMConfigStatus> {
+    let mut status = current.cloned().unwrap_or_default();
+    let wanted = disabled_copied_csvs_condition(copied_csvs_enabled, copies_out_of_place);
+    conditions::set(&mut status.conditions, wanted, now).then_some(status)
 }
 
 /// The OLMConfig `DisabledCopiedCSVs` condition (upstream's

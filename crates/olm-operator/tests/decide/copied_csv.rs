@@ -11,7 +11,7 @@ use olm_operator::decide::{
         COPY_HASH_SPEC_ANNOTATION, COPY_HASH_STATUS_ANNOTATION, CopyAction, CopyHashes,
         DanglingReason, copied_message, copies_as_expected, copies_enabled, copy_action,
         copy_for_namespace, copy_targets, dangling_copy, disabled_copied_csvs_condition, is_copied,
-        is_uncopiable,
+        is_uncopiable, olm_config_status,
     },
     csv_status::EventType,
 };
@@ -302,6 +302,15 @@ fn olm_config_reports_copied_csvs() {
             (status, reason, message)
         );
     }
+
+    // The OLMConfig status is written when the condition says something
+    // new, and only then.
+    let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    let first = olm_config_status(None, true, false, now).unwrap();
+    assert_eq!(first.conditions.len(), 1);
+    assert_eq!(olm_config_status(Some(&first), true, false, now), None);
+    let flipped = olm_config_status(Some(&first), false, true, now).unwrap();
+    assert_eq!(flipped.conditions[0].reason, "CopiedCSVsDisabled");
 
     let with =
         |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| (*n).to_owned()).collect() };

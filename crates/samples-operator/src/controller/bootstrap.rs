@@ -8,14 +8,11 @@ use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, PostParams},
 };
-use olm_api::{
-    conditions,
-    samples::{CONFIG_FINALIZER, Config, ConfigStatus},
-};
+use olm_api::samples::{CONFIG_FINALIZER, Config};
 use olm_runtime::apply::write_status;
 use tokio_util::sync::CancellationToken;
 
-use super::{Apis, Error, FIELD_MANAGER, InventorySource, SamplesConfig, apis_absent_condition};
+use super::{Apis, Error, FIELD_MANAGER, InventorySource, SamplesConfig};
 use crate::decide::{
     bootstrap::{Bootstrap, BootstrapFacts, ImagePolicy, decide, default_config},
     inventory::Inventory,
@@ -242,12 +239,9 @@ pub(super) async fn report_apis_absent(
             }),
         };
     }
-    let mut status: ConfigStatus = current.status.clone().unwrap_or_default();
-    if conditions::set(
-        &mut status.conditions,
-        apis_absent_condition(),
-        Timestamp::now(),
-    ) {
+    if let Some(status) =
+        crate::decide::bootstrap::apis_absent_status(current.status.as_ref(), Timestamp::now())
+    {
         write_status(&configs, &FIELD_MANAGER, &current, &status, None)
             .await
             .map_err(|source| Error::WriteStatus {

@@ -32,9 +32,7 @@ use kube::{
 };
 use olm_api::{
     openshift::{IMAGE_GROUP, ImageStream, TEMPLATE_GROUP, Template},
-    samples::{
-        CONFIG_NAME, Config, ConfigCondition, SAMPLES_NAMESPACE, condition, management_state,
-    },
+    samples::{CONFIG_NAME, Config, SAMPLES_NAMESPACE, condition, management_state},
 };
 use olm_runtime::{
     admin::Readiness,
@@ -78,9 +76,7 @@ const ABSENT_APIS_LOOK: Duration = Duration::from_secs(60);
 /// How many ImageStreamImports (import retries) run at once.
 const IMPORT_RETRIES_AT_ONCE: usize = 4;
 
-/// The reason of `SamplesExist` on a cluster without the image and
-/// template APIs (ours: upstream only runs on OpenShift).
-pub const APIS_ABSENT_REASON: &str = "ImageAndTemplateAPIsAbsent";
+pub use crate::decide::bootstrap::APIS_ABSENT_REASON;
 
 /// Where the samples come from.
 #[derive(Clone, Debug)]
@@ -808,14 +804,4 @@ impl Reconciler {
             docker_config.as_deref(),
         )
     }
-}
-
-/// The condition that says the image and template APIs are absent.
-fn apis_absent_condition() -> ConfigCondition {
-    ConfigCondition::new(
-        condition::SAMPLES_EXIST,
-        olm_api::conditions::FALSE,
-        APIS_ABSENT_REASON,
-        "this cluster serves no image.openshift.io ImageStreams or template.openshift.io Templates, so there are no samples to keep; the samples operator does nothing else",
-    )
 }

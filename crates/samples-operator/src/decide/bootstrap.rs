@@ -258,6 +258,27 @@ pub fn default_config(name: &str, architecture: Option<&str>, outcome: Bootstrap
     }
 }
 
+/// The reason of `SamplesExist` on a cluster without the image and
+/// template APIs (ours: upstream only runs on OpenShift).
+pub const APIS_ABSENT_REASON: &str = "ImageAndTemplateAPIsAbsent";
+
+/// The Config status saying the image and template APIs are absent
+/// (`SamplesExist` False, [`APIS_ABSENT_REASON`]); `None` when `current`
+/// already says it.
+pub fn apis_absent_status(
+    current: Option<&olm_api::samples::ConfigStatus>,
+    now: jiff::Timestamp,
+) -> Option<olm_api::samples::ConfigStatus> {
+    let mut status = current.cloned().unwrap_or_default();
+    let absent = olm_api::samples::ConfigCondition::new(
+        olm_api::samples::condition::SAMPLES_EXIST,
+        olm_api::conditions::FALSE,
+        APIS_ABSENT_REASON,
+        "this cluster serves no image.openshift.io ImageStreams or template.openshift.io Templates, so there are no samples to keep; the samples operator does nothing else",
+    );
+    olm_api::conditions::set(&mut status.conditions, absent, now).then_some(status)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -449,5 +470,17 @@ mod tests {
                 assert!(SUPPORTED_ARCHITECTURES.contains(&arch));
             }
         }
+    }
+
+    #[test]
+    fn absent_apis_are_said_once() {
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let said = apis_absent_status(None, now).unwrap();
+        let exists = &said.conditions[0];
+        assert_eq!(
+            (exists.status.as_str(), exists.reason.as_deref()),
+            ("False", Some(APIS_ABSENT_REASON))
+        );
+        assert_eq!(apis_absent_status(Some(&said), now), None);
     }
 }
