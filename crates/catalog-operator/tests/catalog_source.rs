@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use catalog_operator::decide::catalog_source::{
-    self, PollSchedule, RegistryPodOptions, Serving, SpecInvalid, UpdatePodAction,
+    self, PollSchedule, RegistryPodOptions, Serving, SpecInvalid,
 };
 use jiff::{SignedDuration, Timestamp};
 use olm_api::catalog_source::CatalogSource;
@@ -487,28 +487,6 @@ fn only_image_catalogs_with_a_poll_strategy_are_polled() {
     address.spec.image = None;
     address.spec.address = Some("x:1".into());
     assert!(catalog_source::poll_schedule(&address, at("2026-11-22T11:00:00Z")).is_none());
-}
-
-#[test]
-fn update_pods_are_promoted_only_for_a_new_digest() {
-    use UpdatePodAction::*;
-    let cases = [
-        (false, Some("sha256:b"), vec!["sha256:a"], Wait),
-        (true, None, vec!["sha256:a"], Wait),
-        (true, Some("sha256:b"), vec!["sha256:a"], Promote),
-        (true, Some("sha256:a"), vec!["sha256:a"], Discard),
-        (true, Some("sha256:b"), vec![], Promote),
-    ];
-    for (ready, digest, serving, want) in cases {
-        assert_eq!(
-            catalog_source::update_pod_action(ready, digest, &serving),
-            want
-        );
-    }
-    assert_eq!(
-        catalog_source::digest_of_image_id("docker-pullable://quay.io/x/y@sha256:ab"),
-        "sha256:ab"
-    );
 }
 
 #[test]
@@ -1083,5 +1061,410 @@ mod sync {
             ready_recheck: s(30),
         });
         assert_eq!(got, s(5));
+    }
+}
+
+mod pods {
+    //! The registry pods of a catalog, decided: promote, replace, poll,
+    //! and clean up, table-driven.
+    use catalog_operator::decide::{
+        catalog_source::{
+            PollSchedule,
+            pods::{self, ContentCheck, PodAction, PodPlan, RegistryPods},
+        },
+        promotion::Refusal,
+    };
+    use k8s_openapi::api::core::v1::Pod;
+
+    const IMAGE: &str = "quay.io/org/catalog:latest";
+
+    /// A pod described in a few words: `name`, its role (`serving` or
+    /// `update`), spec hash, and what it is (`ready`, `broken`,
+    /// `deleting`, `evicted`, `digest=...`).
+    fn pod(name: &str, role: &str, hash: &str, traits: &[&str]) -> Pod {
+        let label = match role {
+            "serving" => "olm.catalogSource",
+            _ => "olm.catalogSource.update",
+        };
+        let mut value = serde_json::json!({
+            "metadata": {
+                "name": name, "namespace": "olm",
+                "labels": {label: "cat", "olm.pod-spec-hash": hash},
+                "annotations": {},
+            },
+            "spec": {"containers": [{"name": "registry-server", "image": IMAGE}]},
+            "status": {"phase": "Running", "conditions": []},
+        });
+        for t in traits {
+            match *t {
+                "ready" => value["status"]["conditions"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(serde_json::json!({"type": "Ready", "status": "True"})),
+                "broken" => value["status"]["phase"] = "Failed".into(),
+                "deleting" => {
+                    value["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z".into();
+                }
+                "evicted" => value["status"]["conditions"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(serde_json::json!({"type": "DisruptionTarget", "status": "True"})),
+                digest => {
+                    let digest = digest.strip_prefix("digest=").unwrap();
+                    value["metadata"]["annotations"]["olm.catalog-operator/image-digest"] =
+                        digest.into();
+                    value["spec"]["containers"][0]["image"] =
+                        format!("quay.io/org/catalog@{digest}").into();
+                }
+            }
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn schedule(due: bool) -> PollSchedule {
+        PollSchedule {
+            interval: jiff::SignedDuration::from_mins(10),
+            invalid_interval: None,
+            due,
+            requeue_after: jiff::SignedDuration::from_mins(10),
+        }
+    }
+
+    /// The plan in words, e.g. `delete old/1 promote new start-update`.
+    fn words(plan: &PodPlan) -> String {
+        let mut out: Vec<String> = plan
+            .actions
+            .iter()
+            .map(|a| match a {
+                PodAction::Block { reason, .. } => format!("block:{reason}"),
+                PodAction::Delete { name, grace } => format!("delete {name}/{grace}"),
+                PodAction::Promote { name, passed } => match passed {
+                    Some(_) => format!("promote {name} (passed)"),
+                    None => format!("promote {name}"),
+                },
+                PodAction::StartUpdate => "start-update".to_owned(),
+                PodAction::CreateServing { pin } => format!("create pin={pin}"),
+                PodAction::Poll { serving } => {
+                    format!("poll from {}", serving.as_deref().unwrap_or("-"))
+                }
+                PodAction::Served(digest) => format!("served {digest}"),
+            })
+            .collect();
+        if plan.pending {
+            out.push("(pending)".to_owned());
+        }
+        if plan.replaced {
+            out.push("(replaced)".to_owned());
+        }
+        out.join(" ")
+    }
+
+    struct Case {
+        name: &'static str,
+        serving: Vec<Pod>,
+        updates: Vec<Pod>,
+        polled: Option<bool>,
+        guarded: bool,
+        checks: Vec<(&'static str, ContentCheck)>,
+        want: &'static str,
+    }
+
+    fn case(name: &'static str, serving: Vec<Pod>, updates: Vec<Pod>, want: &'static str) -> Case {
+        Case {
+            name,
+            serving,
+            updates,
+            polled: None,
+            guarded: false,
+            checks: Vec::new(),
+            want,
+        }
+    }
+
+    fn refused() -> ContentCheck {
+        ContentCheck::Refused(vec![Refusal {
+            registry: "staging.example".into(),
+            bundle: "a.v2".into(),
+            image: "staging.example/a:v2".into(),
+        }])
+    }
+
+    #[test]
+    fn one_pod_with_the_current_spec_serves() {
+        let d = "digest=sha256:aa";
+        let cases = vec![
+            case(
+                "nothing runs: create one",
+                vec![],
+                vec![],
+                "create pin=false (replaced)",
+            ),
+            case(
+                "it runs: nothing to do",
+                vec![pod("p", "serving", "h1", &["ready"])],
+                vec![],
+                "",
+            ),
+            case(
+                "the spec changed: a new pod, the old one goes",
+                vec![pod("old", "serving", "h0", &["ready"])],
+                vec![],
+                "create pin=false delete old/1 (replaced)",
+            ),
+            case(
+                "an evicted pod is replaced and deleted at once",
+                vec![pod("evicted", "serving", "h1", &["ready", "evicted"])],
+                vec![],
+                "create pin=false delete evicted/0 (replaced)",
+            ),
+            case(
+                "a terminating pod is left to go",
+                vec![pod("going", "serving", "h1", &["deleting"])],
+                vec![],
+                "create pin=false (replaced)",
+            ),
+            case(
+                "a ready update pod takes over",
+                vec![pod("p", "serving", "h1", &["ready", d])],
+                vec![pod("u", "update", "h1", &["ready", "digest=sha256:bb"])],
+                "promote u delete p/1 (replaced)",
+            ),
+            case(
+                "an update pod still starting is waited for",
+                vec![pod("p", "serving", "h1", &["ready", d])],
+                vec![pod("u", "update", "h1", &[])],
+                "(pending)",
+            ),
+            case(
+                "an outdated or broken update pod is dropped",
+                vec![pod("p", "serving", "h1", &["ready", d])],
+                vec![
+                    pod("u0", "update", "h0", &["ready"]),
+                    pod("u1", "update", "h1", &["broken"]),
+                ],
+                "delete u0/1 delete u1/1",
+            ),
+            case(
+                "only one update pod is promoted",
+                vec![pod("p", "serving", "h1", &["ready", d])],
+                vec![
+                    pod("u1", "update", "h1", &["ready"]),
+                    pod("u2", "update", "h1", &["ready"]),
+                ],
+                "promote u1 delete u2/1 delete p/1 (replaced)",
+            ),
+        ];
+        check(cases);
+    }
+
+    #[test]
+    fn a_polled_catalog_starts_new_content_as_an_update_pod() {
+        let d = "digest=sha256:aa";
+        let polled = |mut c: Case, due: bool| {
+            c.polled = Some(due);
+            c
+        };
+        let cases = vec![
+            polled(
+                case(
+                    "a fresh pod is pinned",
+                    vec![],
+                    vec![],
+                    "create pin=true (replaced)",
+                ),
+                false,
+            ),
+            polled(
+                case(
+                    "due: poll from what serves",
+                    vec![pod("p", "serving", "h1", &["ready", d])],
+                    vec![],
+                    "poll from sha256:aa",
+                ),
+                true,
+            ),
+            polled(
+                case(
+                    "not due: nothing",
+                    vec![pod("p", "serving", "h1", &["ready", d])],
+                    vec![],
+                    "",
+                ),
+                false,
+            ),
+            polled(
+                case(
+                    "due, but an update pod is on its way: no second poll",
+                    vec![pod("p", "serving", "h1", &["ready", d])],
+                    vec![pod("u", "update", "h1", &[])],
+                    "(pending)",
+                ),
+                true,
+            ),
+        ];
+        check(cases);
+    }
+
+    #[test]
+    fn a_guarded_catalog_switches_only_to_content_the_guard_passed() {
+        let d = "digest=sha256:aa";
+        let new = "digest=sha256:bb";
+        let guarded = |mut c: Case, checks: Vec<(&'static str, ContentCheck)>| {
+            c.guarded = true;
+            c.polled = Some(false);
+            c.checks = checks;
+            c
+        };
+        let serving = || vec![pod("p", "serving", "h1", &["ready", d])];
+        let cases = vec![
+            guarded(
+                case(
+                    "passed: promoted",
+                    serving(),
+                    vec![pod("u", "update", "h1", &["ready", new])],
+                    "promote u (passed) delete p/1 (replaced)",
+                ),
+                vec![("u", ContentCheck::Allowed)],
+            ),
+            guarded(
+                case(
+                    "refused: blocked and dropped, the old content serves",
+                    serving(),
+                    vec![pod("u", "update", "h1", &["ready", new])],
+                    "block:BundleRegistryNotAllowed delete u/1 served sha256:aa",
+                ),
+                vec![("u", refused())],
+            ),
+            guarded(
+                case(
+                    "not readable yet: waited for",
+                    serving(),
+                    vec![pod("u", "update", "h1", &["ready", new])],
+                    "served sha256:aa (pending)",
+                ),
+                vec![("u", ContentCheck::Pending("no IP yet".into()))],
+            ),
+            guarded(
+                case(
+                    "never checked: waited for",
+                    serving(),
+                    vec![pod("u", "update", "h1", &["ready", new])],
+                    "served sha256:aa (pending)",
+                ),
+                vec![],
+            ),
+            guarded(
+                case(
+                    "broken: blocked as unhealthy",
+                    serving(),
+                    vec![pod("u", "update", "h1", &["broken", new])],
+                    "block:NewContentUnhealthy delete u/1 served sha256:aa",
+                ),
+                vec![],
+            ),
+            guarded(
+                case(
+                    "the spec changed: the old pod serves while the new spec starts as an update pod",
+                    vec![pod("old", "serving", "h0", &["ready", d])],
+                    vec![],
+                    "start-update",
+                ),
+                vec![],
+            ),
+            guarded(
+                case(
+                    "the spec changed and its update pod passed: the old pod goes",
+                    vec![pod("old", "serving", "h0", &["ready", d])],
+                    vec![pod("u", "update", "h1", &["ready", new])],
+                    "promote u (passed) delete old/1 (replaced)",
+                ),
+                vec![("u", ContentCheck::Allowed)],
+            ),
+            guarded(
+                case(
+                    "the spec changed, the old pod is not ready: replaced at once",
+                    vec![pod("old", "serving", "h0", &[d])],
+                    vec![],
+                    "create pin=true delete old/1 (replaced)",
+                ),
+                vec![],
+            ),
+        ];
+        check(cases);
+    }
+
+    fn check(cases: Vec<Case>) {
+        for c in cases {
+            let desired = pod("desired", "serving", "h1", &[]);
+            let serving: Vec<&Pod> = c.serving.iter().collect();
+            let updates: Vec<&Pod> = c.updates.iter().collect();
+            let schedule = c.polled.map(schedule);
+            let checks: Vec<(String, ContentCheck)> = c
+                .checks
+                .iter()
+                .map(|(n, check)| ((*n).to_owned(), check.clone()))
+                .collect();
+            let observed = RegistryPods {
+                desired: &desired,
+                serving: &serving,
+                updates: &updates,
+                image: Some(IMAGE),
+                schedule: schedule.as_ref(),
+                guard_requested: c.guarded,
+                checks: &checks,
+                allowed_registries: &[],
+            };
+            // The guard is asked about exactly the ready, healthy update
+            // pods of the current spec, and only for a guarded catalog.
+            let asked: Vec<&str> = pods::to_check(&observed)
+                .iter()
+                .map(|p| p.metadata.name.as_deref().unwrap())
+                .collect();
+            let eligible: Vec<&str> = c
+                .updates
+                .iter()
+                .filter(|p| {
+                    c.guarded && p.metadata.labels.as_ref().unwrap()["olm.pod-spec-hash"] == "h1"
+                })
+                .filter(|p| p.status.as_ref().unwrap().phase.as_deref() != Some("Failed"))
+                .filter(|p| {
+                    !p.status
+                        .as_ref()
+                        .unwrap()
+                        .conditions
+                        .as_ref()
+                        .unwrap()
+                        .is_empty()
+                })
+                .map(|p| p.metadata.name.as_deref().unwrap())
+                .collect();
+            assert_eq!(asked, eligible, "{}", c.name);
+            assert_eq!(words(&pods::plan(&observed)), c.want, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn refused_content_is_not_started_again_and_a_fresh_pod_comes_back_on_what_served() {
+        let mut candidate = pod("desired", "update", "h1", &["digest=sha256:bb"]);
+        let key = catalog_operator::decide::promotion::content_key(&candidate);
+        assert!(!pods::may_start(&candidate, Some(&key)));
+        assert!(pods::may_start(&candidate, None));
+        let other = ("h1".to_owned(), "quay.io/org/catalog@sha256:cc".to_owned());
+        assert!(pods::may_start(&candidate, Some(&other)));
+
+        // Fresh pod of a guarded catalog: the refused digest is not run
+        // again when the served one is known.
+        let fresh = |guarded, blocked: Option<&(String, String)>, served| {
+            pods::fresh_digest(&candidate, "sha256:bb", guarded, blocked, served)
+        };
+        assert_eq!(fresh(true, Some(&key), Some("sha256:aa")), "sha256:aa");
+        assert_eq!(fresh(true, Some(&key), None), "sha256:bb");
+        assert_eq!(fresh(true, None, Some("sha256:aa")), "sha256:bb");
+        assert_eq!(fresh(false, Some(&key), Some("sha256:aa")), "sha256:bb");
+        candidate.metadata.name = Some("renamed".into());
+        assert!(
+            !pods::may_start(&candidate, Some(&key)),
+            "content, not name"
+        );
     }
 }

@@ -13,10 +13,7 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, PostParams},
     runtime::controller::Action,
 };
-use olm_api::{
-    catalog_source::{CatalogSource, CatalogSourceConditionReason},
-    labels,
-};
+use olm_api::{catalog_source::CatalogSource, labels};
 use olm_bus::events::CatalogUpdated;
 use olm_runtime::apply;
 
@@ -26,6 +23,7 @@ use crate::Error;
 use crate::decide::{
     catalog_source::{
         self as decide, PollSchedule, RegistryObjects, Serving,
+        pods::{self, ContentCheck, PodAction, RegistryPods},
         sync::{
             self as sync_rules, Admission, CatalogObservation, ConfigMapLookup, Probe, Recheck,
             RegistryRun,
@@ -321,37 +319,50 @@ async fn resolve_digest(
         .map_err(|e| e.to_string())
 }
 
-/// Creates `pod` as the catalog's update pod, unless the promotion guard
-/// refused exactly that content; `true` when it was created.
+/// The catalog image's digest now, or `None` (after saying why) when the
+/// registry cannot tell.
+async fn current_digest(context: &Context, catalog: &CatalogSource, image: &str) -> Option<String> {
+    match resolve_digest(context, catalog, image).await {
+        Ok(digest) => Some(digest),
+        Err(error) => {
+            tracing::warn!(
+                catalog = key(catalog),
+                error,
+                "cannot resolve the catalog image digest"
+            );
+            None
+        }
+    }
+}
+
+/// Starts `desired` as the catalog's update pod, pinned to `digest` when
+/// there is one, unless the guard refused exactly that content
+/// ([`pods::may_start`]); whether it started.
 async fn start_update_pod(
     context: &Context,
     catalog: &CatalogSource,
     pod_api: &Api<Pod>,
-    mut pod: Pod,
+    desired: &Pod,
+    image: Option<&str>,
+    digest: Option<String>,
 ) -> Result<bool, Error> {
     let name = catalog.name_any();
-    decide::as_update_pod(&mut pod, &name);
-    if context.guard.is_blocked(catalog, &guard::content_key(&pod)) {
+    let mut update = desired.clone();
+    if let (Some(image), Some(digest)) = (image, &digest) {
+        decide::pin_pod(&mut update, image, digest);
+    }
+    decide::as_update_pod(&mut update, &name);
+    if !pods::may_start(&update, context.guard.blocked(catalog).as_ref()) {
         return Ok(false);
     }
     pod_api
-        .create(&PostParams::default(), &pod)
+        .create(&PostParams::default(), &update)
         .await
         .map_err(Error::kube(format!(
             "creating the update pod of {}/{name}",
             catalog.metadata.namespace.as_deref().unwrap_or_default()
         )))?;
     Ok(true)
-}
-
-fn is_disrupted(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
-        })
 }
 
 /// What a registry run did.
@@ -410,250 +421,158 @@ async fn run_registry(
         apply_if_changed(client, &namespace, policy, stored.as_deref()).await?;
     }
 
-    let wanted_hash = pod
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::POD_SPEC_HASH))
-        .cloned()
-        .unwrap_or_default();
-    let pods: Vec<Arc<Pod>> = caches
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::CATALOG_SOURCE))
-                .is_some_and(|c| *c == name)
-        })
+    let in_namespace = |p: &Arc<Pod>| p.metadata.namespace.as_deref() == Some(namespace.as_str());
+    let labelled = |p: &Arc<Pod>, label: &str| {
+        p.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(label))
+            .is_some_and(|c| *c == name)
+    };
+    let all_pods = caches.pods.state();
+    let serving_pods: Vec<&Pod> = all_pods
+        .iter()
+        .filter(|p| in_namespace(p) && labelled(p, labels::CATALOG_SOURCE))
+        .map(AsRef::as_ref)
         .collect();
-    let (current, stale): (Vec<_>, Vec<_>) = pods.into_iter().partition(|p| {
-        p.metadata.deletion_timestamp.is_none()
-            && !is_disrupted(p)
-            && p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::POD_SPEC_HASH))
-                .is_some_and(|h| *h == wanted_hash)
-    });
-    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let mut created = false;
+    let update_pods: Vec<&Pod> = all_pods
+        .iter()
+        .filter(|p| in_namespace(p) && labelled(p, labels::CATALOG_SOURCE_UPDATE))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(AsRef::as_ref)
+        .collect();
     let image = match serving {
-        Serving::Image { image } => Some(image.clone()),
+        Serving::Image { image } => Some(image.as_str()),
         _ => None,
     };
-    let schedule = image.as_ref().and(schedule);
-    let mut polled = false;
-    let update_pods: Vec<Arc<Pod>> = caches
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::CATALOG_SOURCE_UPDATE))
-                .is_some_and(|c| *c == name)
-        })
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .collect();
-    let serving_digest = current.iter().find_map(|p| {
-        p.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(decide::IMAGE_DIGEST_ANNOTATION))
-            .cloned()
-    });
-
-    // A guarded catalog whose spec changed keeps its ready pods serving the
-    // previous content until the guard lets the new content through.
-    let guarded = image.is_some() && guard::guarded(catalog);
-    let previous: Vec<&Arc<Pod>> = if guarded && current.is_empty() {
-        stale
-            .iter()
-            .filter(|p| {
-                p.metadata.deletion_timestamp.is_none() && !is_disrupted(p) && decide::pod_ready(p)
-            })
-            .collect()
-    } else {
-        Vec::new()
+    let mut observed = RegistryPods {
+        desired: &pod,
+        serving: &serving_pods,
+        updates: &update_pods,
+        image,
+        schedule: image.and(schedule),
+        guard_requested: guard::guarded(catalog),
+        checks: &[],
+        allowed_registries: &context.config.allowed_registries,
     };
+    let guarded = observed.guarded();
     if !guarded {
         context.guard.forget(catalog);
     }
-
-    // A ready update pod with the current spec takes over from the serving
-    // pods (once the guard agrees, for a guarded catalog); a broken or
-    // outdated one is dropped.
-    let mut promoted = false;
-    let mut pending = false;
-    for update in &update_pods {
-        let same_spec = update
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(labels::POD_SPEC_HASH))
-            .is_some_and(|h| *h == wanted_hash);
-        if !same_spec || promoted {
-            delete_pod(&pod_api, &update.name_any(), 1).await?;
-            continue;
+    let mut checks = Vec::new();
+    for update in pods::to_check(&observed) {
+        let check = promotion::check(context, update).await;
+        if let ContentCheck::Pending(why) = &check {
+            tracing::debug!(catalog = key(catalog), why, "new content not checked yet");
         }
-        let content = guard::content_key(update);
-        if decide::pod_broken(update) {
-            if guarded {
-                let message = guard::unhealthy_message(&content.1);
-                let reason = CatalogSourceConditionReason::NEW_CONTENT_UNHEALTHY;
-                promotion::block(context, catalog, content, reason, message).await;
-            }
-            delete_pod(&pod_api, &update.name_any(), 1).await?;
-            continue;
-        }
-        if !decide::pod_ready(update) {
-            pending = true;
-            continue;
-        }
-        if guarded {
-            match promotion::check(context, update).await {
-                promotion::Check::Allowed => context.guard.promoted(catalog, &content.1),
-                promotion::Check::Refused(refused) => {
-                    let rules = &context.config.allowed_registries;
-                    let message = guard::refused_message(&content.1, &refused, rules);
-                    let reason = CatalogSourceConditionReason::BUNDLE_REGISTRY_NOT_ALLOWED;
-                    promotion::block(context, catalog, content, reason, message).await;
-                    delete_pod(&pod_api, &update.name_any(), 1).await?;
-                    continue;
-                }
-                promotion::Check::Pending(why) => {
-                    tracing::debug!(catalog = key(catalog), why, "new content not checked yet");
-                    pending = true;
-                    continue;
-                }
-            }
-        }
-        let patch = serde_json::json!({"metadata": {"labels": {
-            labels::CATALOG_SOURCE: name,
-            labels::CATALOG_SOURCE_UPDATE: null,
-        }}});
-        pod_api
-            .patch(
-                &update.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map_err(Error::kube(format!(
-                "promoting the update pod of {namespace}/{name}"
-            )))?;
-        promoted = true;
+        checks.push((update.name_any(), check));
     }
-    if promoted {
-        for old in current.iter().chain(previous.iter().copied()) {
-            delete_pod(&pod_api, &old.name_any(), 1).await?;
-        }
-        created = true;
-    } else if current.is_empty() && !previous.is_empty() {
-        // Guarded replacement: the new spec starts as an update pod, unless
-        // one is on its way or the guard refused exactly this content.
-        if !pending {
-            let mut update = pod.clone();
-            if let Some(image) = &image {
-                match resolve_digest(context, catalog, image).await {
-                    Ok(digest) => decide::pin_pod(&mut update, image, &digest),
-                    Err(error) => tracing::warn!(
-                        catalog = key(catalog),
-                        error,
-                        "cannot resolve the catalog image digest"
-                    ),
-                }
+    observed.checks = &checks;
+    let plan = pods::plan(&observed);
+
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let mut pending = plan.pending;
+    let mut polled = false;
+    for action in &plan.actions {
+        match action {
+            PodAction::Block {
+                content,
+                reason,
+                message,
+            } => {
+                promotion::block(
+                    context,
+                    catalog,
+                    content.clone(),
+                    reason.clone(),
+                    message.clone(),
+                )
+                .await;
             }
-            pending = start_update_pod(context, catalog, &pod_api, update).await?;
-        }
-    } else if current.is_empty() {
-        // No serving pod: start one, pinned to the image's digest when the
-        // catalog is polled, so later polls compare like with like.
-        let mut fresh = pod.clone();
-        if let (Some(image), Some(_)) = (&image, &schedule) {
-            match resolve_digest(context, catalog, image).await {
-                Ok(digest) => {
-                    // A guarded catalog whose pod went while newer content
-                    // is refused comes back on what it served.
+            PodAction::Delete { name, grace } => delete_pod(&pod_api, name, *grace).await?,
+            PodAction::Promote {
+                name: update,
+                passed,
+            } => {
+                if let Some(content) = passed {
+                    context.guard.promoted(catalog, content);
+                }
+                let patch = serde_json::json!({"metadata": {"labels": {
+                    labels::CATALOG_SOURCE: name,
+                    labels::CATALOG_SOURCE_UPDATE: null,
+                }}});
+                pod_api
+                    .patch(update, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(Error::kube(format!(
+                        "promoting the update pod of {namespace}/{name}"
+                    )))?;
+            }
+            PodAction::StartUpdate => {
+                let digest = match image {
+                    Some(image) => current_digest(context, catalog, image).await,
+                    None => None,
+                };
+                pending |=
+                    start_update_pod(context, catalog, &pod_api, &pod, image, digest).await?;
+            }
+            PodAction::CreateServing { pin } => {
+                let mut fresh = pod.clone();
+                if let Some(image) = image.filter(|_| *pin)
+                    && let Some(resolved) = current_digest(context, catalog, image).await
+                {
                     let mut candidate = fresh.clone();
-                    decide::pin_pod(&mut candidate, image, &digest);
-                    let refused = guarded
-                        && context
-                            .guard
-                            .is_blocked(catalog, &guard::content_key(&candidate));
-                    let digest = match context.guard.last_served(catalog) {
-                        Some(served) if refused => served,
-                        _ => digest,
-                    };
+                    decide::pin_pod(&mut candidate, image, &resolved);
+                    let digest = pods::fresh_digest(
+                        &candidate,
+                        &resolved,
+                        guarded,
+                        context.guard.blocked(catalog).as_ref(),
+                        context.guard.last_served(catalog).as_deref(),
+                    );
                     decide::pin_pod(&mut fresh, image, &digest);
                     polled = true;
                 }
-                Err(error) => {
-                    tracing::warn!(
-                        catalog = key(catalog),
-                        error,
-                        "cannot resolve the catalog image digest"
-                    );
+                pod_api
+                    .create(&PostParams::default(), &fresh)
+                    .await
+                    .map_err(Error::kube(format!(
+                        "creating the registry pod of {namespace}/{name}"
+                    )))?;
+            }
+            PodAction::Poll { serving } => {
+                polled = true;
+                let Some(image) = image else { continue };
+                match resolve_digest(context, catalog, image).await {
+                    Ok(digest) if serving.as_deref() != Some(digest.as_str()) => {
+                        pending |= start_update_pod(
+                            context,
+                            catalog,
+                            &pod_api,
+                            &pod,
+                            Some(image),
+                            Some(digest),
+                        )
+                        .await?;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(
+                            catalog = key(catalog),
+                            error,
+                            "cannot poll the catalog image"
+                        );
+                    }
                 }
             }
-        }
-        pod_api
-            .create(&PostParams::default(), &fresh)
-            .await
-            .map_err(Error::kube(format!(
-                "creating the registry pod of {namespace}/{name}"
-            )))?;
-        created = true;
-    } else if let (Some(image), Some(schedule)) = (&image, &schedule) {
-        // Polling: the digest comes from a registry HEAD request; only new
-        // content starts an update pod, which serves once it is ready (and,
-        // for a guarded catalog, once the guard agrees; content the guard
-        // refused is not started again).
-        if schedule.due && update_pods.is_empty() {
-            polled = true;
-            match resolve_digest(context, catalog, image).await {
-                Ok(digest) if serving_digest.as_deref() != Some(digest.as_str()) => {
-                    let mut update = pod.clone();
-                    decide::pin_pod(&mut update, image, &digest);
-                    pending = start_update_pod(context, catalog, &pod_api, update).await?;
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(
-                        catalog = key(catalog),
-                        error,
-                        "cannot poll the catalog image"
-                    );
-                }
-            }
+            PodAction::Served(digest) => context.guard.served(catalog, digest),
         }
     }
-    if guarded
-        && let Some(digest) = &serving_digest
-        && !promoted
-    {
-        context.guard.served(catalog, digest);
-    }
-    let keep = |p: &Arc<Pod>| !promoted && previous.iter().any(|k| Arc::ptr_eq(k, p));
-    for old in stale
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && !keep(p))
-    {
-        let grace = if is_disrupted(old) { 0 } else { 1 };
-        delete_pod(&pod_api, &old.name_any(), grace).await?;
-    }
-
     Ok(Some(RegistryOutcome {
         updating: pending,
         recorded: RegistryRun {
             service_name,
-            replaced: created,
+            replaced: plan.replaced,
             polled,
             guarded,
             verdict: guarded.then(|| context.guard.verdict(catalog)).flatten(),

@@ -19,7 +19,8 @@ use olm_registry::{ClientOptions, RegistryClient};
 use super::Context;
 use crate::decide::{
     catalog_source::REGISTRY_GRPC_PORT,
-    promotion::{self, OfferedBundle, Refusal, Verdict},
+    catalog_source::pods::ContentCheck,
+    promotion::{self, OfferedBundle, Verdict},
 };
 
 /// Where the guard reads an update pod's content from.
@@ -34,38 +35,29 @@ pub enum ContentDial {
     Fixed(String),
 }
 
-/// What checking an update pod's content found.
-#[derive(Debug)]
-pub(crate) enum Check {
-    /// Every bundle image is allowed.
-    Allowed,
-    /// These bundles are not.
-    Refused(Vec<Refusal>),
-    /// The content could not be read yet (why); try again later.
-    Pending(String),
-}
-
 /// Lists the bundles the update pod serves and checks them against the
 /// policy.
-pub(crate) async fn check(context: &Context, pod: &Pod) -> Check {
+pub(crate) async fn check(context: &Context, pod: &Pod) -> ContentCheck {
     let address = match &context.config.content_dial {
         ContentDial::Fixed(address) => address.clone(),
         ContentDial::PodIp => match pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()) {
             Some(ip) if ip.contains(':') => format!("[{ip}]:{REGISTRY_GRPC_PORT}"),
             Some(ip) => format!("{ip}:{REGISTRY_GRPC_PORT}"),
-            None => return Check::Pending("the update pod has no IP yet".to_owned()),
+            None => return ContentCheck::Pending("the update pod has no IP yet".to_owned()),
         },
     };
     match offered(&address, context.config.registry_timeout).await {
         Ok(bundles) => {
             let refused = promotion::refusals(&bundles, &context.config.allowed_registries);
             if refused.is_empty() {
-                Check::Allowed
+                ContentCheck::Allowed
             } else {
-                Check::Refused(refused)
+                ContentCheck::Refused(refused)
             }
         }
-        Err(error) => Check::Pending(format!("reading the new content at {address}: {error}")),
+        Err(error) => {
+            ContentCheck::Pending(format!("reading the new content at {address}: {error}"))
+        }
     }
 }
 
@@ -165,6 +157,14 @@ impl Memory {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key_of(catalog));
+    }
+
+    /// The content the guard refused last for the catalog, if any.
+    pub(crate) fn blocked(&self, catalog: &CatalogSource) -> Option<(String, String)> {
+        match self.verdict(catalog)? {
+            Verdict::Blocked { content, .. } => Some(content),
+            Verdict::Promoted { .. } => None,
+        }
     }
 
     /// The last verdict on the catalog, if any (written into

@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 
 use olm_api::go_duration;
 
+pub mod pods;
 pub mod sync;
 
 /// The gRPC port every registry server listens on.
@@ -692,65 +693,6 @@ fn invalid_interval_message(error: &str) -> String {
 pub fn jitter(delay: SignedDuration, unit: f64) -> SignedDuration {
     let factor = 0.9 + 0.2 * unit.clamp(0.0, 1.0);
     SignedDuration::from_secs_f64(delay.as_secs_f64() * factor)
-}
-
-/// What to do with a started update pod once it is ready: promote it when it
-/// serves a different image digest than the current pods, else drop it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpdatePodAction {
-    /// Not ready yet: look again later.
-    Wait,
-    /// The image changed: label the update pod as the serving pod and delete
-    /// the old ones.
-    Promote,
-    /// Same digest: delete the update pod.
-    Discard,
-}
-
-/// Compares image digests as upstream does (the registry container's
-/// `imageID`, or the `extract-content` init container's).
-pub fn update_pod_action(
-    update_ready: bool,
-    update_digest: Option<&str>,
-    serving_digests: &[&str],
-) -> UpdatePodAction {
-    match (update_ready, update_digest) {
-        (false, _) | (true, None) => UpdatePodAction::Wait,
-        (true, Some(digest)) if serving_digests.iter().all(|d| *d != digest) => {
-            UpdatePodAction::Promote
-        }
-        (true, Some(_)) => UpdatePodAction::Discard,
-    }
-}
-
-/// The image digest a pod runs, from its status (`containerStatuses[0]` or
-/// the `extract-content` init container).
-pub fn pod_image_digest(pod: &Pod) -> Option<String> {
-    let status = pod.status.as_ref()?;
-    let from_init = status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .find(|c| c.name == "extract-content")
-        .map(|c| c.image_id.clone());
-    let from_main = status
-        .container_statuses
-        .iter()
-        .flatten()
-        .next()
-        .map(|c| c.image_id.clone());
-    from_init
-        .or(from_main)
-        .filter(|id| !id.is_empty())
-        .map(|id| digest_of_image_id(&id).to_owned())
-}
-
-/// The `sha256:…` part of an image ID such as
-/// `docker-pullable://quay.io/x/y@sha256:…`.
-pub fn digest_of_image_id(image_id: &str) -> &str {
-    image_id
-        .rsplit_once('@')
-        .map_or(image_id, |(_, digest)| digest)
 }
 
 /// The annotation on a registry pod recording the image digest it serves.
