@@ -26,7 +26,10 @@
 //!
 //! Knobs (environment): `OLM_BENCH_PACKAGES`, `OLM_BENCH_BUNDLES`,
 //! `OLM_BENCH_SEED`, `OLM_BENCH_DIR` (write the catalog there and keep it),
-//! `OLM_BENCH_THREADS` (indexing threads).
+//! `OLM_BENCH_CATALOG` (serve this existing catalog directory instead, a
+//! real one for example; nothing is generated), `OLM_BENCH_QUERIES`
+//! (point queries of each kind, default 4,000), `OLM_BENCH_THREADS`
+//! (indexing threads).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -46,6 +49,7 @@ use olm_registry::{CatalogIndex, ClientOptions, IndexOptions, RegistryClient, Re
 
 const ROLE_ENV: &str = "OLM_BENCH_ROLE";
 const STORM_CLIENTS: usize = 8;
+/// Point queries of each kind, unless `OLM_BENCH_QUERIES` says otherwise.
 const POINT_QUERIES: usize = 4_000;
 
 fn main() {
@@ -135,20 +139,36 @@ fn parent_main() {
         }
     };
 
-    let started = Instant::now();
-    let generated = olm_testkit::synthetic_catalog::write(&dir, packages, bundles, seed);
-    println!("== synthetic catalog (seed {seed:#x}) in {}", dir.display());
-    println!(
-        "   {} packages, {} channels, {} bundles, {} channel entries, {:.1} MB JSON in {} files ({:.1} s to write)",
-        generated.packages,
-        generated.channels,
-        generated.bundles,
-        generated.entries,
-        generated.bytes as f64 / 1e6,
-        generated.packages,
-        started.elapsed().as_secs_f64()
-    );
+    // What the catalog holds, when this bench wrote it: (packages, entries).
+    let expected = match std::env::var_os("OLM_BENCH_CATALOG") {
+        Some(catalog) => {
+            println!("== existing catalog {}", Path::new(&catalog).display());
+            drop(_guard);
+            return serve_and_measure(Path::new(&catalog), None, seed);
+        }
+        None => {
+            let started = Instant::now();
+            let generated = olm_testkit::synthetic_catalog::write(&dir, packages, bundles, seed);
+            println!("== synthetic catalog (seed {seed:#x}) in {}", dir.display());
+            println!(
+                "   {} packages, {} channels, {} bundles, {} channel entries, {:.1} MB JSON in {} files ({:.1} s to write)",
+                generated.packages,
+                generated.channels,
+                generated.bundles,
+                generated.entries,
+                generated.bytes as f64 / 1e6,
+                generated.packages,
+                started.elapsed().as_secs_f64()
+            );
+            (generated.packages, generated.entries)
+        }
+    };
+    serve_and_measure(&dir, Some(expected), seed);
+}
 
+/// Serves `dir` in a child process and measures it; `expected` (packages,
+/// channel entries) is checked against what the server answers.
+fn serve_and_measure(dir: &Path, expected: Option<(usize, usize)>, seed: u64) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -159,7 +179,7 @@ fn parent_main() {
     let spawned = Instant::now();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .env(ROLE_ENV, "server")
-        .env("OLM_BENCH_SERVE_DIR", &dir)
+        .env("OLM_BENCH_SERVE_DIR", dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -184,7 +204,9 @@ fn parent_main() {
         let client = RegistryClient::connect(&endpoint, ClientOptions::default()).await.unwrap();
         let names = client.list_packages().await.unwrap();
         let first_answer = spawned.elapsed();
-        assert_eq!(names.len(), generated.packages);
+        if let Some((packages, _)) = expected {
+            assert_eq!(names.len(), packages);
+        }
         let rss_loaded = proc_status_kib(pid, "VmRSS:");
         let hwm_loaded = proc_status_kib(pid, "VmHWM:");
         println!("== start (no pre-built cache)");
@@ -201,10 +223,11 @@ fn parent_main() {
         // Point queries: GetPackage then GetBundleForChannel of its default
         // channel, as packageserver does, for random packages.
         let mut rng = olm_testkit::synthetic_catalog::Rng::new(seed ^ 0xfeed);
-        let mut get_package = Vec::with_capacity(POINT_QUERIES);
-        let mut get_bundle = Vec::with_capacity(POINT_QUERIES);
-        let mut pairs = Vec::with_capacity(POINT_QUERIES);
-        for _ in 0..POINT_QUERIES {
+        let queries = env_usize("OLM_BENCH_QUERIES", POINT_QUERIES);
+        let mut get_package = Vec::with_capacity(queries);
+        let mut get_bundle = Vec::with_capacity(queries);
+        let mut pairs = Vec::with_capacity(queries);
+        for _ in 0..queries {
             let name = &names[rng.below(names.len())];
             let t = Instant::now();
             let package = client.get_package(name).await.unwrap();
@@ -222,7 +245,7 @@ fn parent_main() {
         get_package.sort();
         get_bundle.sort();
         pairs.sort();
-        println!("== point queries ({POINT_QUERIES} each, one client, sequential)");
+        println!("== point queries ({queries} each, one client, sequential)");
         for (name, samples) in [
             ("GetPackage", &get_package),
             ("GetBundleForChannel", &get_bundle),
@@ -239,7 +262,9 @@ fn parent_main() {
         let t = Instant::now();
         let (count, bytes) = list_all(&client).await;
         let single = t.elapsed();
-        assert_eq!(count, generated.entries);
+        if let Some((_, entries)) = expected {
+            assert_eq!(count, entries);
+        }
         println!("== ListBundles");
         println!(
             "   one client:  {count} bundles in {:6.3} s = {:8.0} bundles/s ({:.1} MB of messages)",
@@ -273,7 +298,9 @@ fn parent_main() {
         let mut total = 0;
         for task in tasks {
             let (count, _) = task.await.unwrap();
-            assert_eq!(count, generated.entries);
+            if let Some((_, entries)) = expected {
+            assert_eq!(count, entries);
+        }
             total += count;
         }
         let storm = t.elapsed();

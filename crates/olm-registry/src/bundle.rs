@@ -14,6 +14,10 @@
 //!   synthesized from it (install strategy `deployment`, the package icon, the
 //!   bundle's related images, the package description as a fallback) and
 //!   serves as both `csvJson` and the only object.
+//!
+//! A single answer, once built, is kept in the answer cache
+//! ([`crate::answer_cache`]) and given again through any channel entry of
+//! the bundle, with that entry's channel and `skipRange`.
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -22,6 +26,7 @@ use serde_json::{Map, Value, value::RawValue};
 use olm_catalog::go_json;
 
 use crate::{
+    answer_cache::CachedAnswer,
     api, csv_types,
     error::ReadError,
     index::{
@@ -31,7 +36,6 @@ use crate::{
             PROPERTY_PACKAGE_REQUIRED,
         },
     },
-    manifest_cache::Manifests,
 };
 
 /// Which form of a bundle an RPC answers with.
@@ -134,10 +138,18 @@ impl CatalogIndex {
         let channel = &self.channels[entry.channel as usize];
         let package = &self.packages[rec.package as usize];
         let image = self.str(rec.image);
+        if form == BundleForm::Single
+            && let Some(hit) = self.answers.get(entry.bundle)
+        {
+            return Ok(hit.answer(self.str(channel.name), self.str(entry.skip_range)));
+        }
         let want_manifests = form.has_manifests(image);
+        // A listed bundle without an image carries its manifests too: a
+        // single answer already built has them.
         let cached = want_manifests
-            .then(|| self.manifests.get(entry.bundle))
-            .flatten();
+            .then(|| self.answers.get(entry.bundle))
+            .flatten()
+            .map(|hit| hit.manifests());
 
         let bytes = self.store.read(rec.blob)?;
         let corrupt = |message: String| ReadError::Corrupt {
@@ -200,11 +212,10 @@ impl CatalogIndex {
         }
 
         let mut csv_json = String::new();
-        if let Some(m) = &cached {
-            objects.clone_from(&m.objects);
-            csv_json.clone_from(&m.csv_json);
+        if let Some((cached_objects, cached_csv)) = cached {
+            objects = cached_objects;
+            csv_json = cached_csv;
         } else if want_manifests {
-            let decoded = !objects.is_empty();
             csv_json = objects
                 .iter()
                 .find(|o| is_csv(o))
@@ -221,17 +232,6 @@ impl CatalogIndex {
                     objects.push(stub.clone());
                 }
                 csv_json = stub;
-            }
-            // Decoding olm.bundle.object is the cost worth keeping; a stub
-            // CSV is cheap to build again.
-            if decoded {
-                self.manifests.insert(
-                    entry.bundle,
-                    Manifests {
-                        objects: objects.clone(),
-                        csv_json: csv_json.clone(),
-                    },
-                );
             }
         }
 
@@ -260,7 +260,7 @@ impl CatalogIndex {
         } else {
             (String::new(), Vec::new())
         };
-        Ok(api::Bundle {
+        let answer = api::Bundle {
             csv_name: self.str(rec.name).to_owned(),
             package_name: self.str(package.name).to_owned(),
             channel_name: self.str(channel.name).to_owned(),
@@ -278,7 +278,12 @@ impl CatalogIndex {
             deprecation: rec.deprecation.map(|m| api::Deprecation {
                 message: self.str(m).to_owned(),
             }),
-        })
+        };
+        if form == BundleForm::Single {
+            self.answers
+                .insert(entry.bundle, CachedAnswer::new(answer.clone()));
+        }
+        Ok(answer)
     }
 
     /// A CSV synthesized from `olm.csv.metadata`, as upstream builds it.

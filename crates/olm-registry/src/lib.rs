@@ -45,18 +45,19 @@ pub mod api {
     include!("gen/api.rs");
 }
 
+mod answer_cache;
 mod bundle;
 mod client;
 mod csv_types;
 mod error;
 mod index;
 mod limits;
-mod manifest_cache;
 #[cfg(feature = "resolver-input")]
 pub mod resolver_input;
 mod server;
 mod structs;
 
+pub use answer_cache::ANSWER_CACHE_BYTES;
 pub use client::{ClientOptions, GvkQuery, RegistryClient, collect_stream};
 pub use error::{ClientError, IndexError, Problem, ReadError, ServeError};
 pub use index::{CatalogIndex, IndexOptions, IndexStats};
@@ -65,7 +66,6 @@ pub use limits::{
     DEFAULT_MAX_STREAM_MESSAGES, IndexLimits, MAX_NAME_BYTES, MAX_REQUEST_MESSAGE_BYTES,
     MAX_RESPONSE_MESSAGE_BYTES, StreamLimits,
 };
-pub use manifest_cache::MANIFEST_CACHE_BYTES;
 pub use server::{
     FILE_DESCRIPTOR_SET, HEADER_ACKNOWLEDGE_EXPERIMENTAL, RegistryServer, RunningServer,
 };

@@ -843,9 +843,7 @@ fn lay_out(
         customs: custom_recs,
         store: BlobStore::new(PathBuf::new(), Vec::new(), Vec::new()),
         stats,
-        manifests: crate::manifest_cache::ManifestCache::new(
-            crate::manifest_cache::MANIFEST_CACHE_BYTES,
-        ),
+        answers: crate::answer_cache::AnswerCache::new(crate::answer_cache::ANSWER_CACHE_BYTES),
     })
 }
 

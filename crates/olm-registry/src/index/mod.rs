@@ -169,8 +169,8 @@ pub struct CatalogIndex {
     pub(crate) customs: Vec<CustomRec>,
     pub(crate) store: BlobStore,
     pub(crate) stats: IndexStats,
-    /// Decoded `olm.bundle.object` manifests of recently served bundles.
-    pub(crate) manifests: crate::manifest_cache::ManifestCache,
+    /// The single answers of recently served bundles.
+    pub(crate) answers: crate::answer_cache::AnswerCache,
 }
 
 impl CatalogIndex {

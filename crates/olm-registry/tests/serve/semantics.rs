@@ -358,6 +358,76 @@ async fn bundles_without_an_image_carry_their_manifests_in_list_bundles() {
         b.csv_json
             .contains(r#""displayName":"Inline \u003cdemo\u003e""#)
     );
+
+    // Once a single answer is built (and kept), the listed bundle takes its
+    // manifests from it: the same list again.
+    let single = client
+        .get_bundle("inline", "stable", "inline.v1.0.0")
+        .await
+        .unwrap();
+    assert_eq!(single.object, b.object);
+    let stream = client.list_bundles().await.unwrap();
+    let again: Vec<api::Bundle> = stream.map(|b| b.unwrap()).collect().await;
+    assert_eq!(again, bundles);
+}
+
+/// One bundle heads two channels, with a different `skipRange` in each; the
+/// single answer is built once and then kept, so the second round of asks
+/// comes from the answer cache.
+#[tokio::test]
+async fn a_kept_answer_carries_the_channel_entry_it_is_asked_through() {
+    let dir = catalog(&[(
+        "twin/catalog.json",
+        &[
+            package("twin", "stable"),
+            channel(
+                "twin",
+                "stable",
+                r#"[{"name":"twin.v1.0.0","skipRange":"<1.0.0"}]"#,
+            ),
+            channel("twin", "fast", r#"[{"name":"twin.v1.0.0"}]"#),
+            bundle(
+                "twin",
+                "twin.v1.0.0",
+                "1.0.0",
+                &format!(
+                    r#"{GVK_ETCD},{{"type":"olm.csv.metadata","value":{{"displayName":"Twin"}}}}"#
+                ),
+            ),
+        ]
+        .join("\n"),
+    )]);
+    let (_server, client) = serve(dir.path()).await;
+    let mut seen = Vec::new();
+    for round in 0..2 {
+        for (channel, skip_range) in [("stable", "<1.0.0"), ("fast", ""), ("stable", "<1.0.0")] {
+            let b = client
+                .get_bundle_for_channel("twin", channel)
+                .await
+                .unwrap();
+            assert_eq!(
+                (b.channel_name.as_str(), b.skip_range.as_str()),
+                (channel, skip_range),
+                "round {round}"
+            );
+            assert!(b.replaces.is_empty() && b.skips.is_empty());
+            let by_name = client
+                .get_bundle("twin", channel, "twin.v1.0.0")
+                .await
+                .unwrap();
+            assert_eq!(by_name, b, "round {round}, {channel}");
+            seen.push(b);
+        }
+    }
+    // Everything but the entry's fields is the same answer every time.
+    let strip = |mut b: api::Bundle| {
+        b.channel_name.clear();
+        b.skip_range.clear();
+        b
+    };
+    let first = strip(seen[0].clone());
+    assert!(!first.csv_json.is_empty() && first.object == [first.csv_json.clone()]);
+    assert!(seen.into_iter().map(strip).all(|b| b == first));
 }
 
 #[tokio::test]
