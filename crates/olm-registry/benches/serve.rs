@@ -26,6 +26,7 @@
 //!
 //! Knobs (environment): `OLM_BENCH_PACKAGES`, `OLM_BENCH_BUNDLES`,
 //! `OLM_BENCH_SEED`, `OLM_BENCH_DIR` (write the catalog there and keep it),
+//! `OLM_BENCH_SERVER_THREADS` (the server's runtime workers, default 2),
 //! `OLM_BENCH_CATALOG` (serve this existing catalog directory instead, a
 //! real one for example; nothing is generated), `OLM_BENCH_QUERIES`
 //! (point queries of each kind, default 4,000), `OLM_BENCH_THREADS`
@@ -71,7 +72,7 @@ fn main() {
 
 fn server_main(dir: &Path) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(env_usize("OLM_BENCH_SERVER_THREADS", 2))
         .enable_all()
         .build()
         .unwrap();
