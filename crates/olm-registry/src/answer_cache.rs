@@ -10,6 +10,10 @@
 //! converts every bundle once when it builds its cache (seconds, and the
 //! memory of all of them); here the most recently built answers are kept,
 //! within [`ANSWER_CACHE_BYTES`], and the oldest go first.
+//!
+//! A kept answer is what the catalog said when it was indexed and read: a
+//! file changed on disk afterwards is reported (`ReadError::Changed`) only
+//! for answers not kept yet, as upstream's cache keeps answering too.
 
 use std::{
     collections::{HashMap, VecDeque},
