@@ -121,14 +121,6 @@ impl Memory {
         entries.get(&key_of(catalog)).map(f)
     }
 
-    /// Whether `content` is what the catalog refused last.
-    pub(crate) fn is_blocked(&self, catalog: &CatalogSource, content: &(String, String)) -> bool {
-        self.read(catalog, |entry| {
-            matches!(&entry.verdict, Some(Verdict::Blocked { content: blocked, .. }) if blocked == content)
-        })
-        .unwrap_or(false)
-    }
-
     /// Remembers the digest the catalog's serving pod runs.
     pub(crate) fn served(&self, catalog: &CatalogSource, digest: &str) {
         self.with(catalog, |entry| {
@@ -185,7 +177,7 @@ pub(crate) async fn block(
 ) {
     let (namespace, name) = key_of(catalog);
     tracing::warn!(catalog = %format!("{namespace}/{name}"), %message, "promotion blocked");
-    let news = !context.guard.is_blocked(catalog, &content);
+    let news = context.guard.blocked(catalog).as_ref() != Some(&content);
     context.guard.with(catalog, |entry| {
         entry.verdict = Some(Verdict::Blocked {
             content,

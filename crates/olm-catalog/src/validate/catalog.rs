@@ -13,7 +13,7 @@ use crate::{
     semver::{Range, Version},
 };
 
-use super::{Report, Rule, check_release, is_dns1123_label};
+use super::{Report, Rule, check_release, is_dns1123_label, message};
 
 /// The package-level indexes validation needs.
 struct Index<'a> {
@@ -90,7 +90,7 @@ fn check_packages<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut 
             report.push(
                 Rule::IconInvalid,
                 p.origin.field("icon.base64data"),
-                format!("icon data is not valid base64: {e}"),
+                message::icon_invalid(e),
             );
         }
         index.packages.insert(&p.name, p);
@@ -103,7 +103,7 @@ fn check_channels<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut 
             report.push(
                 Rule::ChannelUnknownPackage,
                 c.origin.field("package"),
-                format!("unknown package {:?} for channel {:?}", c.package, c.name),
+                message::channel_unknown_package(&c.package, &c.name),
             );
             continue;
         }
@@ -111,7 +111,7 @@ fn check_channels<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut 
             report.push(
                 Rule::ChannelNameMissing,
                 c.origin.field("name"),
-                format!("package {:?} contains channel with no name", c.package),
+                message::channel_name_missing(&c.package),
             );
             continue;
         }
@@ -217,7 +217,7 @@ fn check_bundles<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut R
             report.push(
                 Rule::BundlePackageMissing,
                 b.origin.field("package"),
-                format!("package name must be set for bundle {:?}", b.name),
+                message::bundle_package_missing(&b.name),
             );
             continue;
         }
@@ -225,7 +225,7 @@ fn check_bundles<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut R
             report.push(
                 Rule::BundleUnknownPackage,
                 b.origin.field("package"),
-                format!("unknown package {:?} for bundle {:?}", b.package, b.name),
+                message::bundle_unknown_package(&b.package, &b.name),
             );
             continue;
         }
@@ -233,7 +233,7 @@ fn check_bundles<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut R
             report.push(
                 Rule::BundleNameMissing,
                 b.origin.field("name"),
-                "bundle name must be set",
+                message::BUNDLE_NAME_MISSING,
             );
         }
         let bundles = index.bundles.entry(&b.package).or_default();
@@ -542,7 +542,7 @@ fn check_bundle_images(b: &Bundle, report: &mut Report) {
         report.push(
             Rule::ImageMissing,
             b.origin.field("image"),
-            format!("invalid bundle {:?}: bundle image must be set", b.name),
+            message::bundle_image_missing(&b.name),
         );
     }
 }
@@ -690,7 +690,7 @@ fn check_deprecations(catalog: &Catalog, index: &Index<'_>, report: &mut Report)
             report.push(
                 Rule::DeprecationPackageMissing,
                 d.origin.field("package"),
-                "package name must be set for deprecation item",
+                message::DEPRECATION_PACKAGE_MISSING,
             );
             continue;
         }
@@ -698,10 +698,7 @@ fn check_deprecations(catalog: &Catalog, index: &Index<'_>, report: &mut Report)
             report.push(
                 Rule::DeprecationUnknownPackage,
                 d.origin.field("package"),
-                format!(
-                    "cannot apply deprecations to an unknown package {:?}",
-                    d.package
-                ),
+                message::deprecation_unknown_package(&d.package),
             );
             continue;
         }
@@ -709,10 +706,7 @@ fn check_deprecations(catalog: &Catalog, index: &Index<'_>, report: &mut Report)
             report.push(
                 Rule::DuplicateDeprecation,
                 d.origin.field("package"),
-                format!(
-                    "expected a maximum of one deprecation per package: {:?}",
-                    d.package
-                ),
+                message::duplicate_deprecation(&d.package),
             );
             continue;
         }
@@ -728,10 +722,7 @@ fn check_deprecations(catalog: &Catalog, index: &Index<'_>, report: &mut Report)
                 report.push(
                     Rule::DeprecationSchemaMissing,
                     d.origin.field(field("reference.schema")),
-                    format!(
-                        "schema must be set for deprecation entry [{j}] for package {:?}",
-                        d.package
-                    ),
+                    message::deprecation_schema_missing(j, &d.package),
                 );
                 continue;
             }
@@ -752,10 +743,7 @@ fn check_deprecations(catalog: &Catalog, index: &Index<'_>, report: &mut Report)
                         report.push(
                             Rule::DeprecationUnknownBundle,
                             d.origin.field(field("reference.name")),
-                            format!(
-                                "cannot deprecate bundle {:?} for package {:?}: bundle not found",
-                                e.name, d.package
-                            ),
+                            message::deprecation_unknown_bundle(&e.name, &d.package),
                         );
                         continue;
                     }
@@ -765,10 +753,7 @@ fn check_deprecations(catalog: &Catalog, index: &Index<'_>, report: &mut Report)
                         report.push(
                             Rule::DeprecationUnknownChannel,
                             d.origin.field(field("reference.name")),
-                            format!(
-                                "cannot deprecate channel {:?} for package {:?}: channel not found",
-                                e.name, d.package
-                            ),
+                            message::deprecation_unknown_channel(&e.name, &d.package),
                         );
                         continue;
                     }
@@ -778,10 +763,7 @@ fn check_deprecations(catalog: &Catalog, index: &Index<'_>, report: &mut Report)
                         report.push(
                             Rule::DeprecationPackageNameSet,
                             d.origin.field(field("reference.name")),
-                            format!(
-                                "package name must be empty for deprecated package {:?} (specified {:?})",
-                                d.package, e.name
-                            ),
+                            message::deprecation_package_name_set(&d.package, &e.name),
                         );
                         continue;
                     }

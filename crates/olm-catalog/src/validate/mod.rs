@@ -381,6 +381,7 @@ pub fn check_release(release: &str) -> Result<Vec<PreRelease>, String> {
 
 mod bundle;
 mod catalog;
+pub mod message;
 
 pub use bundle::{SUPPORTED_KINDS, validate_bundle};
 pub use catalog::validate_catalog;

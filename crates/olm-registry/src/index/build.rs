@@ -9,7 +9,10 @@ use std::{
     sync::atomic::{AtomicUsize, Ordering},
 };
 
-use olm_catalog::{graph, semver, validate::Rule};
+use olm_catalog::{
+    graph, semver,
+    validate::{Rule, message},
+};
 
 use super::{
     BundleRec, CatalogIndex, ChannelRec, CustomRec, EntryRec, GvkRec, IndexOptions, IndexStats,
@@ -289,7 +292,7 @@ impl<'a> Assembler<'a> {
                 self.problem(
                     c.loc,
                     Some(Rule::ChannelUnknownPackage),
-                    format!("unknown package {:?} for channel {:?}", c.package, c.name),
+                    message::channel_unknown_package(&c.package, &c.name),
                 );
                 continue;
             };
@@ -297,7 +300,7 @@ impl<'a> Assembler<'a> {
                 self.problem(
                     c.loc,
                     Some(Rule::ChannelNameMissing),
-                    format!("package {:?} contains channel with no name", c.package),
+                    message::channel_name_missing(&c.package),
                 );
                 continue;
             }
@@ -316,7 +319,7 @@ impl<'a> Assembler<'a> {
                 self.problem(
                     b.loc,
                     Some(Rule::BundlePackageMissing),
-                    format!("package name must be set for bundle {:?}", b.name),
+                    message::bundle_package_missing(&b.name),
                 );
                 continue;
             }
@@ -324,7 +327,7 @@ impl<'a> Assembler<'a> {
                 self.problem(
                     b.loc,
                     Some(Rule::BundleUnknownPackage),
-                    format!("unknown package {:?} for bundle {:?}", b.package, b.name),
+                    message::bundle_unknown_package(&b.package, &b.name),
                 );
                 continue;
             };
@@ -332,7 +335,7 @@ impl<'a> Assembler<'a> {
                 self.problem(
                     b.loc,
                     Some(Rule::BundleNameMissing),
-                    "bundle name must be set".to_owned(),
+                    message::BUNDLE_NAME_MISSING.to_owned(),
                 );
             }
             if !bundle_keys.insert((i, b.name.as_str())) {
@@ -351,7 +354,7 @@ impl<'a> Assembler<'a> {
                 self.problem(
                     d.loc,
                     Some(Rule::DeprecationPackageMissing),
-                    "package name must be set for deprecation item".to_owned(),
+                    message::DEPRECATION_PACKAGE_MISSING.to_owned(),
                 );
                 continue;
             }
@@ -359,10 +362,7 @@ impl<'a> Assembler<'a> {
                 self.problem(
                     d.loc,
                     Some(Rule::DeprecationUnknownPackage),
-                    format!(
-                        "cannot apply deprecations to an unknown package {:?}",
-                        d.package
-                    ),
+                    message::deprecation_unknown_package(&d.package),
                 );
                 continue;
             };
@@ -370,10 +370,7 @@ impl<'a> Assembler<'a> {
                 self.problem(
                     d.loc,
                     Some(Rule::DuplicateDeprecation),
-                    format!(
-                        "expected a maximum of one deprecation per package: {:?}",
-                        d.package
-                    ),
+                    message::duplicate_deprecation(&d.package),
                 );
                 continue;
             }
@@ -383,10 +380,7 @@ impl<'a> Assembler<'a> {
                 let error = match entry.schema.as_str() {
                     "" => Some((
                         Rule::DeprecationSchemaMissing,
-                        format!(
-                            "schema must be set for deprecation entry [{j}] for package {:?}",
-                            d.package
-                        ),
+                        message::deprecation_schema_missing(j, &d.package),
                     )),
                     scan::SCHEMA_BUNDLE => {
                         if bundle_keys.contains(&(i, entry.name.as_str())) {
@@ -395,10 +389,7 @@ impl<'a> Assembler<'a> {
                         } else {
                             Some((
                                 Rule::DeprecationUnknownBundle,
-                                format!(
-                                    "cannot deprecate bundle {:?} for package {:?}: bundle not found",
-                                    entry.name, d.package
-                                ),
+                                message::deprecation_unknown_bundle(&entry.name, &d.package),
                             ))
                         }
                     }
@@ -409,10 +400,7 @@ impl<'a> Assembler<'a> {
                         } else {
                             Some((
                                 Rule::DeprecationUnknownChannel,
-                                format!(
-                                    "cannot deprecate channel {:?} for package {:?}: channel not found",
-                                    entry.name, d.package
-                                ),
+                                message::deprecation_unknown_channel(&entry.name, &d.package),
                             ))
                         }
                     }
@@ -422,10 +410,7 @@ impl<'a> Assembler<'a> {
                     }
                     scan::SCHEMA_PACKAGE => Some((
                         Rule::DeprecationPackageNameSet,
-                        format!(
-                            "package name must be empty for deprecated package {:?} (specified {:?})",
-                            d.package, entry.name
-                        ),
+                        message::deprecation_package_name_set(&d.package, &entry.name),
                     )),
                     other => Some((
                         Rule::DeprecationUnknownSchema,
@@ -493,7 +478,7 @@ impl<'a> Assembler<'a> {
                     self.problem(
                         b.loc,
                         Some(Rule::ImageMissing),
-                        format!("invalid bundle {:?}: bundle image must be set", b.name),
+                        message::bundle_image_missing(&b.name),
                     );
                 }
             }

@@ -225,7 +225,7 @@ pub fn plan(observed: &RegistryPods<'_>) -> PodPlan {
             let check = observed
                 .checks
                 .iter()
-                .find(|(pod, _)| *pod == name(update))
+                .find(|(pod, _)| update.metadata.name.as_deref() == Some(pod.as_str()))
                 .map(|(_, check)| check);
             match check {
                 Some(ContentCheck::Allowed) => passed = Some(content.1),

@@ -18,7 +18,10 @@ use std::{
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use olm_catalog::{go_json, validate::Rule};
+use olm_catalog::{
+    go_json,
+    validate::{Rule, message},
+};
 
 use crate::{
     error::{IndexError, Problem},
@@ -755,7 +758,7 @@ fn check_icon(icon: &RawValue) -> Result<(), String> {
     match icon.and_then(|i| i.base64data) {
         Some(data) => olm_catalog::go_json::decode_base64(&data)
             .map(drop)
-            .map_err(|e| format!("icon data is not valid base64: {e}")),
+            .map_err(message::icon_invalid),
         None => Ok(()),
     }
 }
