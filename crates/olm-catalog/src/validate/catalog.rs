@@ -772,10 +772,7 @@ fn check_deprecations(catalog: &Catalog, index: &Index<'_>, report: &mut Report)
                     report.push(
                         Rule::DeprecationUnknownSchema,
                         d.origin.field(field("reference.schema")),
-                        format!(
-                            "cannot deprecate object {{schema: {other:?}, name: {:?}}} referenced by entry {j} for package {:?}: object schema unknown",
-                            e.name, d.package
-                        ),
+                        message::deprecation_unknown_schema(other, &e.name, j, &d.package),
                     );
                     continue;
                 }

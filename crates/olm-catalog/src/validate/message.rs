@@ -56,6 +56,19 @@ pub fn deprecation_schema_missing(index: usize, package: &str) -> String {
     format!("schema must be set for deprecation entry [{index}] for package {package:?}")
 }
 
+/// `deprecation-unknown-schema`: entry `index` of `package`'s deprecations
+/// references an object of a schema that cannot be deprecated. Upstream
+/// prints the reference with Go's `%#v`.
+pub fn deprecation_unknown_schema(schema: &str, name: &str, index: usize, package: &str) -> String {
+    use olm_api::go_text::quote;
+    format!(
+        "cannot deprecate object declcfg.PackageScopedReference{{Schema:{}, Name:{}}} referenced by entry {index} for package {}: object schema unknown",
+        quote(schema),
+        quote(name),
+        quote(package)
+    )
+}
+
 /// `deprecation-unknown-bundle`.
 pub fn deprecation_unknown_bundle(bundle: &str, package: &str) -> String {
     format!("cannot deprecate bundle {bundle:?} for package {package:?}: bundle not found")

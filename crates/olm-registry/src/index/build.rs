@@ -414,10 +414,7 @@ impl<'a> Assembler<'a> {
                     )),
                     other => Some((
                         Rule::DeprecationUnknownSchema,
-                        format!(
-                            "cannot deprecate object of schema {other:?} referenced by entry {j} for package {:?}: object schema unknown",
-                            d.package
-                        ),
+                        message::deprecation_unknown_schema(other, &entry.name, j, &d.package),
                     )),
                 };
                 if let Some((rule, message)) = error {

@@ -190,6 +190,10 @@ fn variants() -> Vec<Variant> {
             find(d, "olm.deprecations", "")["entries"][0]["reference"]["name"] =
                 json!("widget.v0.0.0");
         }),
+        Docs("deprecation of an object of an unknown schema", |d| {
+            find(d, "olm.deprecations", "")["entries"][0]["reference"] =
+                json!({"schema": "olm.thing", "name": "x\ty"});
+        }),
         Docs("deprecation of an unknown package", |d| {
             d.push(json!({"schema": "olm.deprecations", "package": "nobody", "entries": []}));
         }),
@@ -523,4 +527,39 @@ fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     files
+}
+
+/// Upstream's words for an object of an unknown schema in a deprecation: Go
+/// prints the reference with `%#v`. Validate and serve say the same, and
+/// upstream's `opm validate` says it too when it is built here.
+#[test]
+fn an_unknown_deprecation_schema_reads_as_upstream_words_it() {
+    let expected = r#"cannot deprecate object declcfg.PackageScopedReference{Schema:"olm.thing", Name:"x\ty"} referenced by entry 0 for package "widget": object schema unknown"#;
+    let scratch = tempfile::tempdir().unwrap();
+    let mut docs = base();
+    find(&mut docs, "olm.deprecations", "")["entries"][0]["reference"] =
+        json!({"schema": "olm.thing", "name": "x\ty"});
+    write_docs(scratch.path(), &docs);
+
+    let catalog = olm_catalog::fbc::Catalog::load_dir(scratch.path()).unwrap();
+    let report = olm_catalog::validate::validate_catalog(&catalog);
+    let validated: Vec<&str> = report.errors().map(|p| p.message.as_str()).collect();
+    assert_eq!(validated, [expected]);
+
+    let Err(olm_registry::IndexError::Invalid { problems, .. }) =
+        olm_registry::CatalogIndex::build(scratch.path(), &Default::default())
+    else {
+        panic!("serve accepted a deprecation of an unknown schema");
+    };
+    let served: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(served, [expected]);
+
+    if let Some(upstream) = upstream() {
+        let dir = scratch.path().to_str().unwrap();
+        let theirs = super::run(&upstream, &["validate", dir], &std::env::temp_dir());
+        // logrus quotes its message, escaping quotes and backslashes.
+        let logged = expected.replace('\\', "\\\\").replace('"', "\\\"");
+        let stderr = String::from_utf8_lossy(&theirs.stderr);
+        assert!(stderr.contains(&logged), "upstream said: {stderr}");
+    }
 }
