@@ -42,7 +42,8 @@ use std::{
 };
 
 use serde::de::{
-    self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
+    self, Deserialize, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess,
+    VariantAccess, Visitor,
 };
 use serde_json::{Map, Number, Value, value::RawValue};
 
@@ -159,6 +160,24 @@ pub(crate) struct RawDocument<'a> {
     /// Keys that appeared more than once in a mapping of a YAML document
     /// (the last value was kept).
     pub duplicate_keys: Vec<String>,
+    /// The top-level fields of a document of a JSON file, read while the
+    /// file was split (or what the document is instead of an object), so
+    /// that [`Fields`] need not read `json` again. `None` for YAML.
+    pub fields: Option<Found<'a>>,
+}
+
+/// A JSON value read as an object's fields: the fields, or what was found
+/// instead of an object.
+pub(crate) type Found<'a> = Result<FieldEntries<'a>, &'static str>;
+
+/// [`Found`] as something serde reads: one pass over the value keeps each
+/// field's value as raw JSON borrowed from the input.
+pub(crate) struct ObjectFields<'a>(pub(crate) Found<'a>);
+
+impl<'de> Deserialize<'de> for ObjectFields<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FieldsVisitor).map(Self)
+    }
 }
 
 /// Checks a file's size and encoding and returns its text.
@@ -280,13 +299,13 @@ fn for_each_json_document<'a, E: From<DocumentError>>(
 ) -> Result<(), E> {
     let mut lines = LineCounter::new(text);
     let base = text.as_ptr() as usize;
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<&'a RawValue>();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<ObjectFields<'a>>();
     let mut index = 0;
     loop {
         let before = stream.byte_offset();
-        let raw = match stream.next() {
+        let found = match stream.next() {
             None => return Ok(()),
-            Some(Ok(raw)) => raw,
+            Some(Ok(ObjectFields(found))) => found,
             Some(Err(err)) => {
                 let line = if err.line() > 0 {
                     err.line()
@@ -303,7 +322,10 @@ fn for_each_json_document<'a, E: From<DocumentError>>(
                 .into());
             }
         };
-        let json = raw.get();
+        // The stream stops right after a value, and skips whitespace only
+        // before the next one.
+        let json = text[before..stream.byte_offset()]
+            .trim_start_matches(|c| matches!(c, ' ' | '\n' | '\t' | '\r'));
         let start = (json.as_ptr() as usize).saturating_sub(base);
         let origin =
             Origin::new(file.clone(), index, lines.line_at(start)).with_bytes(start, json.len());
@@ -323,6 +345,7 @@ fn for_each_json_document<'a, E: From<DocumentError>>(
             origin,
             json: Cow::Borrowed(json),
             duplicate_keys: Vec::new(),
+            fields: Some(found),
         })?
         .is_break()
         {
@@ -446,6 +469,7 @@ fn for_each_yaml_document<'a, E: From<DocumentError>>(
                 origin,
                 json: Cow::Owned(json),
                 duplicate_keys,
+                fields: None,
             })?
             .is_continue())
         };
@@ -831,6 +855,12 @@ impl<'a> Fields<'a> {
             .map_err(|err| DocumentErrorKind::InvalidField {
                 message: json_error_message(&err),
             })?;
+        Self::from_found(entries)
+    }
+
+    /// The fields of a value already read as [`Found`]; an error when it is
+    /// not an object.
+    pub(crate) fn from_found(entries: Found<'a>) -> Result<Self, DocumentErrorKind> {
         match entries {
             Ok(entries) => Ok(Self {
                 entries,
@@ -903,7 +933,7 @@ impl<'a> Fields<'a> {
 
 struct FieldsVisitor;
 
-type FieldEntries<'a> = Vec<(Cow<'a, str>, Option<&'a RawValue>)>;
+pub(crate) type FieldEntries<'a> = Vec<(Cow<'a, str>, Option<&'a RawValue>)>;
 
 impl<'de> Visitor<'de> for FieldsVisitor {
     /// The fields, or what was found instead of an object.

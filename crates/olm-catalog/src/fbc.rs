@@ -31,7 +31,8 @@ use serde_json::value::RawValue;
 
 use crate::{
     document::{
-        DocumentError, DocumentErrorKind, Fields, RawDocument, decode_text, for_each_document,
+        DocumentError, DocumentErrorKind, Fields, Found, ObjectFields, RawDocument, decode_text,
+        for_each_document,
     },
     files::{
         Budget, FileError, FoundFile, canonical_root, list_files, normalize_relative_path,
@@ -39,9 +40,11 @@ use crate::{
     },
     go_json,
     graph::{self, ChannelEntry, GraphError},
-    limits::Limits,
+    limits::{Limits, MAX_NESTING_DEPTH},
     location::Origin,
-    property::{self, BundleObject, PackageProperty, Property, PropertyError, PropertyValue},
+    property::{
+        self, BundleObject, Nesting, PackageProperty, Property, PropertyError, PropertyValue,
+    },
     semver::{Version, VersionError},
 };
 
@@ -658,7 +661,7 @@ fn parse_file(
         ..Catalog::default()
     };
     for_each_document::<LoadError>(&file, text, limits, |doc| {
-        add_document(&mut catalog, doc)?;
+        add_document(&mut catalog, doc, limits)?;
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(catalog)
@@ -687,6 +690,8 @@ struct Notes<'o> {
     drop_payloads: bool,
     /// Payloads left out that do not decode.
     payload_problems: Vec<PayloadProblem>,
+    /// What the document's nesting check says of its values.
+    nesting: Nesting,
 }
 
 impl Notes<'_> {
@@ -710,16 +715,32 @@ impl Notes<'_> {
     }
 }
 
-fn add_document(catalog: &mut Catalog, doc: RawDocument<'_>) -> Result<(), DocumentError> {
+fn add_document(
+    catalog: &mut Catalog,
+    doc: RawDocument<'_>,
+    limits: &Limits,
+) -> Result<(), DocumentError> {
     let origin = doc.origin;
     let mut notes = Notes {
         origin: &origin,
         warnings: Vec::new(),
         drop_payloads: catalog.payloads_dropped,
         payload_problems: Vec::new(),
+        // Every document has been checked against the limit.
+        nesting: if limits.max_nesting_depth <= MAX_NESTING_DEPTH {
+            Nesting::Within
+        } else {
+            Nesting::Unchecked
+        },
     };
     notes.duplicates(None, doc.duplicate_keys);
-    let result = add_fields(catalog, &origin, &doc.json, &mut notes);
+    let fields = match doc.fields {
+        Some(found) => Fields::from_found(found),
+        None => Fields::parse(&doc.json),
+    };
+    let result = fields
+        .map_err(at(&origin, None))
+        .and_then(|fields| add_fields(catalog, &origin, &doc.json, fields, &mut notes));
     catalog.warnings.extend(notes.warnings);
     catalog.payload_problems.extend(notes.payload_problems);
     result
@@ -729,10 +750,10 @@ fn add_fields(
     catalog: &mut Catalog,
     origin: &Origin,
     json: &str,
+    mut fields: Fields<'_>,
     notes: &mut Notes<'_>,
 ) -> Result<(), DocumentError> {
     let origin = origin.clone();
-    let mut fields = Fields::parse(json).map_err(at(&origin, None))?;
     let schema = fields
         .take_string("schema")
         .map_err(at(&origin, Some("schema")))?;
@@ -792,15 +813,17 @@ fn take_string(
 }
 
 /// The items of a JSON array field (absent or `null`: none).
-fn take_array<'a>(
+/// Takes field `name` as an array whose items are read as objects' fields
+/// (or what each is instead), in one pass over the array.
+fn take_objects<'a>(
     fields: &mut Fields<'a>,
     origin: &Origin,
     name: &str,
-) -> Result<Vec<&'a RawValue>, DocumentError> {
+) -> Result<Vec<Found<'a>>, DocumentError> {
     match fields.take(name).map_err(at(origin, Some(name)))? {
         None => Ok(Vec::new()),
-        Some(raw) => serde_json::from_str::<Option<Vec<&RawValue>>>(raw.get())
-            .map(Option::unwrap_or_default)
+        Some(raw) => serde_json::from_str::<Option<Vec<ObjectFields<'a>>>>(raw.get())
+            .map(|items| items.unwrap_or_default().into_iter().map(|o| o.0).collect())
             .map_err(|_| at(origin, Some(name))(invalid("expected an array"))),
     }
 }
@@ -808,19 +831,16 @@ fn take_array<'a>(
 /// Whether a payload property's value decodes as validation requires
 /// ([`check_bundle_object`]; an `olm.csv.metadata` must parse, or be null,
 /// which upstream reads as empty).
-fn check_payload(type_: &str, value: &RawValue) -> Result<(), String> {
+fn check_payload(type_: &str, value: &RawValue, nesting: Nesting) -> Result<(), String> {
     if type_ == property::BUNDLE_OBJECT {
         return check_bundle_object(value);
     }
     if value.get() == "null" {
         return Ok(());
     }
-    let property = Property {
-        type_: type_.to_owned(),
-        value: value.to_owned(),
-        extra: Vec::new(),
-    };
-    property.parse().map(drop).map_err(|e| e.to_string())
+    property::parse_value(type_, value.get(), nesting)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// Decodes one `olm.bundle.object` value as upstream's loader does (base64,
@@ -862,11 +882,11 @@ fn read_properties(
     origin: &Origin,
     notes: &mut Notes<'_>,
 ) -> Result<Vec<Property>, DocumentError> {
-    let items = take_array(fields, origin, "properties")?;
+    let items = take_objects(fields, origin, "properties")?;
     let mut properties = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
         let path = format!("properties[{i}]");
-        let mut f = Fields::parse(item.get()).map_err(at(origin, Some(&path)))?;
+        let mut f = Fields::from_found(item).map_err(at(origin, Some(&path)))?;
         let type_ = f
             .take_string("type")
             .map_err(at(origin, Some(&format!("{path}.type"))))?
@@ -879,7 +899,7 @@ fn read_properties(
             })?;
         let payload = type_ == property::BUNDLE_OBJECT || type_ == property::CSV_METADATA;
         let value = if notes.drop_payloads && payload {
-            if let Err(error) = check_payload(&type_, value) {
+            if let Err(error) = check_payload(&type_, value, notes.nesting) {
                 notes.payload_problems.push(PayloadProblem {
                     origin: notes.origin.clone(),
                     property: i,
@@ -954,12 +974,12 @@ fn read_channel(
 ) -> Result<Channel, DocumentError> {
     let name = take_string(&mut fields, &origin, "name")?;
     let package = take_string(&mut fields, &origin, "package")?;
-    let items = take_array(&mut fields, &origin, "entries")?;
+    let items = take_objects(&mut fields, &origin, "entries")?;
     let mut entries = Vec::with_capacity(items.len());
     let mut entry_extras = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
         let path = format!("entries[{i}]");
-        let mut f = Fields::parse(item.get()).map_err(at(&origin, Some(&path)))?;
+        let mut f = Fields::from_found(item).map_err(at(&origin, Some(&path)))?;
         let field = |name: &str| format!("{path}.{name}");
         let name = f
             .take_string("name")
@@ -1010,11 +1030,11 @@ fn read_bundle(
     let package = take_string(&mut fields, &origin, "package")?;
     let image = take_string(&mut fields, &origin, "image")?;
     let properties = read_properties(&mut fields, &origin, notes)?;
-    let items = take_array(&mut fields, &origin, "relatedImages")?;
+    let items = take_objects(&mut fields, &origin, "relatedImages")?;
     let mut related_images = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
         let path = format!("relatedImages[{i}]");
-        let mut f = Fields::parse(item.get()).map_err(at(&origin, Some(&path)))?;
+        let mut f = Fields::from_found(item).map_err(at(&origin, Some(&path)))?;
         let name = f
             .take_string("name")
             .map_err(at(&origin, Some(&format!("{path}.name"))))?
@@ -1043,11 +1063,11 @@ fn read_deprecation(
     notes: &mut Notes<'_>,
 ) -> Result<Deprecation, DocumentError> {
     let package = take_string(&mut fields, &origin, "package")?;
-    let items = take_array(&mut fields, &origin, "entries")?;
+    let items = take_objects(&mut fields, &origin, "entries")?;
     let mut entries = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
         let path = format!("entries[{i}]");
-        let mut f = Fields::parse(item.get()).map_err(at(&origin, Some(&path)))?;
+        let mut f = Fields::from_found(item).map_err(at(&origin, Some(&path)))?;
         let message = f
             .take_string("message")
             .map_err(at(&origin, Some(&format!("{path}.message"))))?

@@ -23,10 +23,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, value::RawValue};
 
 use crate::{
-    document::{json_error_message, parse_json_value},
+    document::{json_error_message, json_nesting_exceeds, parse_json_value},
     field_names::{Shape, canonicalize},
     go_json,
-    limits::{Limits, MAX_CONSTRAINT_BYTES},
+    limits::{Limits, MAX_CONSTRAINT_BYTES, MAX_NESTING_DEPTH},
 };
 
 /// `olm.package`: the bundle's own package name and version.
@@ -180,38 +180,89 @@ impl Property {
 
     /// Decodes the value according to the type.
     pub fn parse(&self) -> Result<PropertyValue, PropertyError> {
-        let invalid = |message: String| PropertyError::Invalid {
-            type_: self.type_.clone(),
-            message,
-        };
-        let raw = self.value.get();
-        Ok(match self.type_.as_str() {
-            PACKAGE => PropertyValue::Package(decode(raw, &PACKAGE_SHAPE).map_err(invalid)?),
-            PACKAGE_REQUIRED => PropertyValue::PackageRequired(
-                decode(raw, &PACKAGE_REQUIRED_SHAPE).map_err(invalid)?,
-            ),
-            GVK => PropertyValue::Gvk(decode(raw, &GVK_SHAPE).map_err(invalid)?),
-            GVK_REQUIRED => PropertyValue::GvkRequired(decode(raw, &GVK_SHAPE).map_err(invalid)?),
-            LABEL => PropertyValue::Label(decode(raw, &LABEL_SHAPE).map_err(invalid)?),
-            LABEL_REQUIRED => {
-                PropertyValue::LabelRequired(decode(raw, &LABEL_SHAPE).map_err(invalid)?)
-            }
-            BUNDLE_OBJECT => {
-                PropertyValue::BundleObject(decode(raw, &BUNDLE_OBJECT_SHAPE).map_err(invalid)?)
-            }
-            CSV_METADATA => PropertyValue::CsvMetadata(Box::new(
-                decode(raw, &CSV_METADATA_SHAPE).map_err(invalid)?,
-            )),
-            CHANNEL => PropertyValue::Channel(decode(raw, &CHANNEL_SHAPE).map_err(invalid)?),
-            CONSTRAINT => PropertyValue::Constraint(Constraint::parse(raw)?),
-            DEPRECATED => PropertyValue::Deprecated,
-            _ => PropertyValue::Other,
-        })
+        parse_value(&self.type_, self.value.get(), Nesting::Unchecked)
     }
 }
 
+/// What is known of a value's nesting before it is decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Nesting {
+    /// Nothing: decoding checks it against [`MAX_NESTING_DEPTH`].
+    Unchecked,
+    /// It is no deeper than [`MAX_NESTING_DEPTH`] (it is part of a document
+    /// checked against that limit or a lower one).
+    Within,
+}
+
+/// [`Property::parse`] of a property of type `type_` whose value is `raw`.
+pub(crate) fn parse_value(
+    type_: &str,
+    raw: &str,
+    nesting: Nesting,
+) -> Result<PropertyValue, PropertyError> {
+    let invalid = |message: String| PropertyError::Invalid {
+        type_: type_.to_owned(),
+        message,
+    };
+    Ok(match type_ {
+        PACKAGE => PropertyValue::Package(decode(raw, nesting, &PACKAGE_SHAPE).map_err(invalid)?),
+        PACKAGE_REQUIRED => PropertyValue::PackageRequired(
+            decode(raw, nesting, &PACKAGE_REQUIRED_SHAPE).map_err(invalid)?,
+        ),
+        GVK => PropertyValue::Gvk(decode(raw, nesting, &GVK_SHAPE).map_err(invalid)?),
+        GVK_REQUIRED => {
+            PropertyValue::GvkRequired(decode(raw, nesting, &GVK_SHAPE).map_err(invalid)?)
+        }
+        LABEL => PropertyValue::Label(decode(raw, nesting, &LABEL_SHAPE).map_err(invalid)?),
+        LABEL_REQUIRED => {
+            PropertyValue::LabelRequired(decode(raw, nesting, &LABEL_SHAPE).map_err(invalid)?)
+        }
+        BUNDLE_OBJECT => PropertyValue::BundleObject(
+            decode(raw, nesting, &BUNDLE_OBJECT_SHAPE).map_err(invalid)?,
+        ),
+        CSV_METADATA => PropertyValue::CsvMetadata(Box::new(
+            decode(raw, nesting, &CSV_METADATA_SHAPE).map_err(invalid)?,
+        )),
+        CHANNEL => PropertyValue::Channel(decode(raw, nesting, &CHANNEL_SHAPE).map_err(invalid)?),
+        CONSTRAINT => PropertyValue::Constraint(Constraint::parse(raw)?),
+        DEPRECATED => PropertyValue::Deprecated,
+        _ => PropertyValue::Other,
+    })
+}
+
 /// Decodes `raw` as `T` after Go-style case folding of the known fields.
-fn decode<T: serde::de::DeserializeOwned>(raw: &str, shape: &Shape) -> Result<T, String> {
+fn decode<T: serde::de::DeserializeOwned>(
+    raw: &str,
+    nesting: Nesting,
+    shape: &Shape,
+) -> Result<T, String> {
+    if let Some(value) = decode_exact(raw, nesting) {
+        return Ok(value);
+    }
+    decode_folded(raw, shape)
+}
+
+/// `raw` decoded straight into `T`, when that gives what [`decode_folded`]
+/// gives: an object, within the nesting limit, every key spelled as its
+/// field and none repeated (serde refuses a repeated field) or left unread
+/// (a key in another case, which Go would match). Otherwise `None`, and the
+/// caller takes the slow path, which builds a value tree to fold keys.
+fn decode_exact<T: serde::de::DeserializeOwned>(raw: &str, nesting: Nesting) -> Option<T> {
+    if !raw.trim_start().starts_with('{')
+        || (nesting == Nesting::Unchecked && json_nesting_exceeds(raw, MAX_NESTING_DEPTH))
+    {
+        return None;
+    }
+    let mut unread = false;
+    let mut de = serde_json::Deserializer::from_str(raw);
+    let value = serde_ignored::deserialize(&mut de, |_| unread = true).ok()?;
+    de.end().ok()?;
+    (!unread).then_some(value)
+}
+
+/// [`decode`] through a value tree whose keys are folded to the fields'
+/// spelling first.
+fn decode_folded<T: serde::de::DeserializeOwned>(raw: &str, shape: &Shape) -> Result<T, String> {
     let mut value = parse_json_value(raw, &Limits::default()).map_err(|e| e.to_string())?;
     // serde would read a struct from an array of its fields; Go refuses.
     match &value {
@@ -612,9 +663,11 @@ impl Constraint {
                 limit: MAX_CONSTRAINT_BYTES,
             });
         }
-        decode(raw, &CONSTRAINT_SHAPE).map_err(|message| PropertyError::Invalid {
-            type_: CONSTRAINT.to_owned(),
-            message,
+        decode(raw, Nesting::Unchecked, &CONSTRAINT_SHAPE).map_err(|message| {
+            PropertyError::Invalid {
+                type_: CONSTRAINT.to_owned(),
+                message,
+            }
         })
     }
 
@@ -681,6 +734,108 @@ pub fn raw_to_value(raw: &RawValue) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod exact_decoding {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// Pieces of CSV metadata, each with keys as written, some in
+        /// another case, some repeated, some of the wrong type.
+        const FIELDS: &[&str] = &[
+            r#""description":"d""#,
+            r#""Description":"D""#,
+            r#""displayName":"n""#,
+            r#""displayname":7"#,
+            r#""annotations":{"a":"1","A":"2"}"#,
+            r#""annotations":{"a":1}"#,
+            r#""annotations":null"#,
+            r#""keywords":["k","l"]"#,
+            r#""keywords":"k""#,
+            r#""installModes":[{"type":"OwnNamespace","supported":true}]"#,
+            r#""installModes":[{"Type":"AllNamespaces","supported":false}]"#,
+            r#""installModes":[{"type":"OwnNamespace","supported":"yes"}]"#,
+            r#""maintainers":[{"name":"m","email":"e"}]"#,
+            r#""maintainers":[null]"#,
+            r#""provider":{"name":"p"}"#,
+            r#""provider":{"NAME":"p","url":"u"}"#,
+            r#""provider":["p","u"]"#,
+            r#""nativeAPIs":[{"group":"","version":"v1","kind":"Pod"}]"#,
+            r#""crdDescriptions":{"owned":[{"name":"a.b","version":"v1","kind":"A"}]}"#,
+            r#""crdDescriptions":{"Owned":[{"Name":"a.b","version":"v1","kind":"A"}]}"#,
+            r#""apiServiceDefinitions":null"#,
+            r#""vendor":{"deep":[[[1]]]}"#,
+            r#""maturity":"alpha""#,
+            r#""minKubeVersion":null"#,
+            r#""links":[{"name":"l","url":"u"}],"labels":{"x":"y"}"#,
+        ];
+
+        fn metadata(picks: &[usize]) -> String {
+            let fields: Vec<&str> = picks.iter().map(|&i| FIELDS[i % FIELDS.len()]).collect();
+            format!("{{{}}}", fields.join(","))
+        }
+
+        #[test]
+        fn canonical_text_takes_the_fast_path_and_the_rest_does_not() {
+            let canonical = metadata(&[0, 2, 4, 7, 9, 12, 14, 17, 18, 22, 24]);
+            let fast = decode_exact::<CsvMetadata>(&canonical, Nesting::Unchecked)
+                .expect("fast path taken");
+            assert_eq!(
+                Ok(fast),
+                decode_folded::<CsvMetadata>(&canonical, &CSV_METADATA_SHAPE)
+            );
+            let slow = [
+                (metadata(&[1]), "a key in another case"),
+                (metadata(&[0, 0]), "a repeated field"),
+                (metadata(&[10]), "a nested key in another case"),
+                (metadata(&[21]), "an unknown field"),
+                ("[\"d\"]".to_owned(), "an array"),
+                ("null".to_owned(), "null"),
+                (
+                    format!(
+                        r#"{{"vendor":{}1{}}}"#,
+                        "[".repeat(MAX_NESTING_DEPTH),
+                        "]".repeat(MAX_NESTING_DEPTH)
+                    ),
+                    "nesting over the limit",
+                ),
+            ];
+            for (text, why) in slow {
+                assert!(
+                    decode_exact::<CsvMetadata>(&text, Nesting::Unchecked).is_none(),
+                    "{why}: {text}"
+                );
+            }
+            // Each of those still decodes (or fails) as Go would.
+            assert_eq!(
+                decode::<CsvMetadata>(&metadata(&[1]), Nesting::Unchecked, &CSV_METADATA_SHAPE)
+                    .unwrap()
+                    .description,
+                "D"
+            );
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+            #[test]
+            fn the_fast_path_decodes_what_folding_decodes(
+                picks in proptest::collection::vec(0usize..64, 0..8)
+            ) {
+                let text = metadata(&picks);
+                if let Some(fast) = decode_exact::<CsvMetadata>(&text, Nesting::Unchecked) {
+                    prop_assert_eq!(
+                        Ok(fast),
+                        decode_folded::<CsvMetadata>(&text, &CSV_METADATA_SHAPE),
+                        "{}", text
+                    );
+                }
+                let package = text.replace("description", "packageName");
+                if let Some(fast) = decode_exact::<PackageProperty>(&package, Nesting::Unchecked) {
+                    prop_assert_eq!(Ok(fast), decode_folded(&package, &PACKAGE_SHAPE), "{}", package);
+                }
+            }
+        }
+    }
 
     fn prop(type_: &str, json: &str) -> Property {
         Property::from_json(type_, json).unwrap()

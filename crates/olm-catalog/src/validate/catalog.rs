@@ -194,25 +194,32 @@ fn check_channels<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut 
 }
 
 fn check_bundles<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut Report) {
-    // Problems of each bundle's payloads, by property index: computed here,
-    // or, when the payloads were left out at load, found then.
-    let payload_problems: Vec<Vec<(usize, String)>> = if catalog.payloads_dropped {
-        let mut found: HashMap<&crate::location::Origin, Vec<(usize, String)>> = HashMap::new();
+    // Problems of each bundle's payloads, by property index, found at load
+    // when the payloads were left out then.
+    let mut dropped: HashMap<&crate::location::Origin, Vec<(usize, String)>> = HashMap::new();
+    if catalog.payloads_dropped {
         for problem in &catalog.payload_problems {
-            found
+            dropped
                 .entry(&problem.origin)
                 .or_default()
                 .push((problem.property, problem.error.clone()));
         }
-        catalog
-            .bundles
-            .iter()
-            .map(|b| found.remove(&b.origin).unwrap_or_default())
-            .collect()
-    } else {
-        bundle_object_problems(&catalog.bundles)
-    };
-    for (b, payload_problems) in catalog.bundles.iter().zip(&payload_problems) {
+    }
+    // What each bundle's own properties and images say, on all CPUs:
+    // decoding every property (and every manifest, when the payloads are
+    // here) is by far the most expensive check.
+    let own = in_parallel(&catalog.bundles, |b| {
+        let payload_problems = if catalog.payloads_dropped {
+            dropped.get(&b.origin).cloned().unwrap_or_default()
+        } else {
+            bundle_object_problems(b)
+        };
+        let mut own = Report::default();
+        check_bundle_properties(b, &payload_problems, &mut own);
+        check_bundle_images(b, &mut own);
+        own
+    });
+    for (b, own) in catalog.bundles.iter().zip(own) {
         if b.package.is_empty() {
             report.push(
                 Rule::BundlePackageMissing,
@@ -249,38 +256,42 @@ fn check_bundles<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut R
             continue;
         }
         bundles.insert(&b.name, b);
-        check_bundle_properties(b, payload_problems, report);
-        check_bundle_images(b, report);
+        report.problems.extend(own.problems);
     }
 }
 
-/// Why each `olm.bundle.object` of each bundle does not decode, computed on
-/// all CPUs: decoding every manifest is by far the most expensive check (a
-/// large catalog carries hundreds of MiB of them).
-fn bundle_object_problems(bundles: &[Bundle]) -> Vec<Vec<(usize, String)>> {
-    let check = |b: &Bundle| -> Vec<(usize, String)> {
-        b.properties
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.type_ == property::BUNDLE_OBJECT)
-            .filter_map(|(i, p)| check_bundle_object(p).err().map(|e| (i, e)))
-            .collect()
-    };
+/// `check` of each item, in order, computed on all CPUs.
+fn in_parallel<T: Sync, R: Send>(items: &[T], check: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    if threads == 1 || bundles.len() < 64 {
-        return bundles.iter().map(check).collect();
+    if threads == 1 || items.len() < 64 {
+        return items.iter().map(check).collect();
     }
-    let chunk = bundles.len().div_ceil(threads);
+    let chunk = items.len().div_ceil(threads);
+    let check = &check;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = bundles
+        let handles: Vec<_> = items
             .chunks(chunk)
             .map(|part| scope.spawn(move || part.iter().map(check).collect::<Vec<_>>()))
             .collect();
         handles
             .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
             .collect()
     })
+}
+
+/// Why each `olm.bundle.object` of a bundle does not decode, by property
+/// index.
+fn bundle_object_problems(b: &Bundle) -> Vec<(usize, String)> {
+    b.properties
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.type_ == property::BUNDLE_OBJECT)
+        .filter_map(|(i, p)| check_bundle_object(p).err().map(|e| (i, e)))
+        .collect()
 }
 
 fn check_bundle_object(p: &property::Property) -> Result<(), String> {
@@ -636,49 +647,58 @@ fn check_entries_and_defaults(catalog: &Catalog, index: &Index<'_>, report: &mut
 }
 
 fn check_versions(index: &Index<'_>, report: &mut Report) {
-    let no_entries = HashSet::new();
     let mut packages: Vec<&&str> = index.bundles.keys().collect();
     packages.sort();
-    for package in packages {
-        let entries = index.entries.get(*package).unwrap_or(&no_entries);
-        let mut by_version: HashMap<String, Vec<&Bundle>> = HashMap::new();
-        for b in index.bundles[*package].values() {
-            if !entries.contains(b.name.as_str()) {
-                continue;
-            }
-            let Ok(package_property) = b.package_property() else {
-                continue;
-            };
-            let Ok(version) = Version::parse(&package_property.version) else {
-                continue;
-            };
-            let key = if package_property.release.is_empty() {
-                version.to_string()
-            } else {
-                format!("{version}-{}", package_property.release)
-            };
-            by_version.entry(key).or_default().push(b);
+    // Each package on its own, on all CPUs: each bundle's version is read
+    // from its properties again.
+    for own in in_parallel(&packages, |package| package_versions(index, package)) {
+        report.problems.extend(own.problems);
+    }
+}
+
+/// Bundles of one package, in its channels, that share a version.
+fn package_versions(index: &Index<'_>, package: &str) -> Report {
+    let mut report = Report::default();
+    let no_entries = HashSet::new();
+    let entries = index.entries.get(package).unwrap_or(&no_entries);
+    let mut by_version: HashMap<String, Vec<&Bundle>> = HashMap::new();
+    for b in index.bundles[package].values() {
+        if !entries.contains(b.name.as_str()) {
+            continue;
         }
-        let mut duplicates: Vec<(String, Vec<&Bundle>)> = by_version
-            .into_iter()
-            .filter(|(_, b)| b.len() > 1)
-            .collect();
-        duplicates.sort_by(|a, b| a.0.cmp(&b.0));
-        for (version, mut bundles) in duplicates {
-            bundles.sort_by(|a, b| a.name.cmp(&b.name));
-            let names: Vec<&str> = bundles.iter().map(|b| b.name.as_str()).collect();
-            for b in &bundles[1..] {
-                report.push(
-                    Rule::DuplicateVersion,
-                    b.origin.field("properties"),
-                    format!(
-                        "invalid package {package:?}: duplicate versions found in bundles: {{{version}: [{}]}}",
-                        names.join(", ")
-                    ),
-                );
-            }
+        let Ok(package_property) = b.package_property() else {
+            continue;
+        };
+        let Ok(version) = Version::parse(&package_property.version) else {
+            continue;
+        };
+        let key = if package_property.release.is_empty() {
+            version.to_string()
+        } else {
+            format!("{version}-{}", package_property.release)
+        };
+        by_version.entry(key).or_default().push(b);
+    }
+    let mut duplicates: Vec<(String, Vec<&Bundle>)> = by_version
+        .into_iter()
+        .filter(|(_, b)| b.len() > 1)
+        .collect();
+    duplicates.sort_by(|a, b| a.0.cmp(&b.0));
+    for (version, mut bundles) in duplicates {
+        bundles.sort_by(|a, b| a.name.cmp(&b.name));
+        let names: Vec<&str> = bundles.iter().map(|b| b.name.as_str()).collect();
+        for b in &bundles[1..] {
+            report.push(
+                Rule::DuplicateVersion,
+                b.origin.field("properties"),
+                format!(
+                    "invalid package {package:?}: duplicate versions found in bundles: {{{version}: [{}]}}",
+                    names.join(", ")
+                ),
+            );
         }
     }
+    report
 }
 
 fn check_deprecations(catalog: &Catalog, index: &Index<'_>, report: &mut Report) {
