@@ -324,8 +324,7 @@ fn for_each_json_document<'a, E: From<DocumentError>>(
         };
         // The stream stops right after a value, and skips whitespace only
         // before the next one.
-        let json = text[before..stream.byte_offset()]
-            .trim_start_matches(|c| matches!(c, ' ' | '\n' | '\t' | '\r'));
+        let json = text[before..stream.byte_offset()].trim_start_matches([' ', '\n', '\t', '\r']);
         let start = (json.as_ptr() as usize).saturating_sub(base);
         let origin =
             Origin::new(file.clone(), index, lines.line_at(start)).with_bytes(start, json.len());

@@ -310,6 +310,30 @@ pub struct LoadOptions {
     /// checked before it is left out, and why it does not decode is kept in
     /// [`Catalog::payload_problems`], so validation loses nothing.
     pub drop_payloads: bool,
+    /// With `drop_payloads`, leave the values out unchecked, for a reader
+    /// that never validates them (`opm render` reads them again from their
+    /// files); [`Catalog::payload_problems`] then stays empty.
+    pub skip_payload_checks: bool,
+}
+
+impl LoadOptions {
+    fn payloads(&self) -> Payloads {
+        match (self.drop_payloads, self.skip_payload_checks) {
+            (false, _) => Payloads::Keep,
+            (true, false) => Payloads::DropChecked,
+            (true, true) => Payloads::DropUnchecked,
+        }
+    }
+}
+
+/// What a load does with payload property values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Payloads {
+    Keep,
+    /// Left out, after a check of whether each decodes.
+    DropChecked,
+    /// Left out unread.
+    DropUnchecked,
 }
 
 /// A payload property left out at load (see [`LoadOptions::drop_payloads`])
@@ -357,7 +381,7 @@ impl Catalog {
             // per-file limit only.
             let mut unlimited = Budget::new(limits);
             let bytes = read_file(file, &mut unlimited).map_err(LoadError::from)?;
-            parse_file(&file.relative, &bytes, limits, options.drop_payloads)
+            parse_file(&file.relative, &bytes, limits, options.payloads())
         })
     }
 
@@ -394,13 +418,13 @@ impl Catalog {
             .filter(|(p, _)| !is_index_ignore(p) && !ignore.is_ignored(p))
             .collect();
         parse_in_parallel(&wanted, options.threads, |(path, bytes)| {
-            parse_file(path, bytes.as_ref(), &options.limits, options.drop_payloads)
+            parse_file(path, bytes.as_ref(), &options.limits, options.payloads())
         })
     }
 
     /// Loads the documents of one file (named `file` in locations).
     pub fn load_file(file: &str, bytes: &[u8], limits: &Limits) -> Result<Self, LoadError> {
-        parse_file(file, bytes, limits, false)
+        parse_file(file, bytes, limits, Payloads::Keep)
     }
 
     /// Reads again the one document at `origin` (as recorded by a load of the
@@ -423,7 +447,7 @@ impl Catalog {
                     "the document is no longer there",
                 ),
             })?;
-        let mut catalog = parse_file(&relative, slice, limits, false)?;
+        let mut catalog = parse_file(&relative, slice, limits, Payloads::Keep)?;
         let origins = catalog
             .packages
             .iter_mut()
@@ -448,7 +472,7 @@ impl Catalog {
         limits: &Limits,
     ) -> Result<Self, LoadError> {
         let (relative, bytes) = read_file_in(root.as_ref(), file, limits)?;
-        parse_file(&relative, &bytes, limits, false)
+        parse_file(&relative, &bytes, limits, Payloads::Keep)
     }
 
     /// Appends the documents of `other`.
@@ -652,28 +676,43 @@ fn parse_file(
     file: &str,
     bytes: &[u8],
     limits: &Limits,
-    drop_payloads: bool,
+    payloads: Payloads,
 ) -> Result<Catalog, LoadError> {
     let file: Arc<str> = Arc::from(file);
     let text = decode_text(&file, bytes, limits)?;
     let mut catalog = Catalog {
-        payloads_dropped: drop_payloads,
+        payloads_dropped: payloads != Payloads::Keep,
         ..Catalog::default()
     };
     for_each_document::<LoadError>(&file, text, limits, |doc| {
-        add_document(&mut catalog, doc, limits)?;
+        add_document(&mut catalog, doc, limits, payloads)?;
         Ok(ControlFlow::Continue(()))
     })?;
     Ok(catalog)
 }
 
 /// Attaches a location to a decoding failure.
-fn at(origin: &Origin, field: Option<&str>) -> impl Fn(DocumentErrorKind) -> DocumentError {
-    let location = match field {
-        Some(field) => origin.field(field),
-        None => origin.location(),
-    };
-    move |kind| DocumentError::new(location.clone(), kind)
+/// The location is built only on failure: a load reads every field of every
+/// document through one of these.
+fn at<'a>(
+    origin: &'a Origin,
+    field: Option<&'a str>,
+) -> impl Fn(DocumentErrorKind) -> DocumentError + 'a {
+    move |kind| {
+        let location = match field {
+            Some(field) => origin.field(field),
+            None => origin.location(),
+        };
+        DocumentError::new(location, kind)
+    }
+}
+
+/// [`at`] a field whose path is built, on failure only, by `path`.
+fn at_with<'a>(
+    origin: &'a Origin,
+    path: impl Fn() -> String + 'a,
+) -> impl Fn(DocumentErrorKind) -> DocumentError + 'a {
+    move |kind| DocumentError::new(origin.field(path()), kind)
 }
 
 fn invalid(message: impl Into<String>) -> DocumentErrorKind {
@@ -686,8 +725,8 @@ fn invalid(message: impl Into<String>) -> DocumentErrorKind {
 struct Notes<'o> {
     origin: &'o Origin,
     warnings: Vec<LoadWarning>,
-    /// Whether payload property values are left out.
-    drop_payloads: bool,
+    /// What is done with payload property values.
+    payloads: Payloads,
     /// Payloads left out that do not decode.
     payload_problems: Vec<PayloadProblem>,
     /// What the document's nesting check says of its values.
@@ -713,18 +752,28 @@ impl Notes<'_> {
         self.duplicates(path, duplicates);
         ExtraFields(rest)
     }
+
+    /// [`Notes::rest`] of an object at a path built only if a key repeats.
+    fn rest_in(&mut self, fields: Fields<'_>, path: impl Fn() -> String) -> ExtraFields {
+        let (rest, duplicates) = fields.into_rest();
+        if !duplicates.is_empty() {
+            self.duplicates(Some(&path()), duplicates);
+        }
+        ExtraFields(rest)
+    }
 }
 
 fn add_document(
     catalog: &mut Catalog,
     doc: RawDocument<'_>,
     limits: &Limits,
+    payloads: Payloads,
 ) -> Result<(), DocumentError> {
     let origin = doc.origin;
     let mut notes = Notes {
         origin: &origin,
         warnings: Vec::new(),
-        drop_payloads: catalog.payloads_dropped,
+        payloads,
         payload_problems: Vec::new(),
         // Every document has been checked against the limit.
         nesting: if limits.max_nesting_depth <= MAX_NESTING_DEPTH {
@@ -885,21 +934,23 @@ fn read_properties(
     let items = take_objects(fields, origin, "properties")?;
     let mut properties = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        let path = format!("properties[{i}]");
-        let mut f = Fields::from_found(item).map_err(at(origin, Some(&path)))?;
+        let path = || format!("properties[{i}]");
+        let mut f = Fields::from_found(item).map_err(at_with(origin, path))?;
         let type_ = f
             .take_string("type")
-            .map_err(at(origin, Some(&format!("{path}.type"))))?
+            .map_err(at_with(origin, || format!("{}.type", path())))?
             .unwrap_or_default();
         let value = f
             .take("value")
-            .map_err(at(origin, Some(&format!("{path}.value"))))?
+            .map_err(at_with(origin, || format!("{}.value", path())))?
             .ok_or_else(|| {
-                at(origin, Some(&format!("{path}.value")))(invalid("property has no value"))
+                at_with(origin, || format!("{}.value", path()))(invalid("property has no value"))
             })?;
         let payload = type_ == property::BUNDLE_OBJECT || type_ == property::CSV_METADATA;
-        let value = if notes.drop_payloads && payload {
-            if let Err(error) = check_payload(&type_, value, notes.nesting) {
+        let value = if notes.payloads != Payloads::Keep && payload {
+            if notes.payloads == Payloads::DropChecked
+                && let Err(error) = check_payload(&type_, value, notes.nesting)
+            {
                 notes.payload_problems.push(PayloadProblem {
                     origin: notes.origin.clone(),
                     property: i,
@@ -911,7 +962,7 @@ fn read_properties(
         } else {
             value.to_owned()
         };
-        let extra = notes.rest(f, Some(&path)).0;
+        let extra = notes.rest_in(f, path).0;
         properties.push(Property {
             type_,
             value,
@@ -978,27 +1029,27 @@ fn read_channel(
     let mut entries = Vec::with_capacity(items.len());
     let mut entry_extras = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
-        let path = format!("entries[{i}]");
-        let mut f = Fields::from_found(item).map_err(at(&origin, Some(&path)))?;
-        let field = |name: &str| format!("{path}.{name}");
+        let path = || format!("entries[{i}]");
+        let mut f = Fields::from_found(item).map_err(at_with(&origin, path))?;
+        let field = |name: &str| format!("{}.{name}", path());
         let name = f
             .take_string("name")
-            .map_err(at(&origin, Some(&field("name"))))?
+            .map_err(at_with(&origin, || field("name")))?
             .unwrap_or_default();
         let replaces = f
             .take_string("replaces")
-            .map_err(at(&origin, Some(&field("replaces"))))?
+            .map_err(at_with(&origin, || field("replaces")))?
             .filter(|r| !r.is_empty());
         let skips = f
             .take_parsed::<Option<Vec<String>>>("skips")
-            .map_err(at(&origin, Some(&field("skips"))))?
+            .map_err(at_with(&origin, || field("skips")))?
             .flatten()
             .unwrap_or_default();
         let skip_range = f
             .take_string("skipRange")
-            .map_err(at(&origin, Some(&field("skipRange"))))?
+            .map_err(at_with(&origin, || field("skipRange")))?
             .filter(|r| !r.is_empty());
-        let extra = notes.rest(f, Some(&path));
+        let extra = notes.rest_in(f, path);
         if !extra.is_empty() {
             entry_extras.push((i, extra));
         }
@@ -1033,17 +1084,17 @@ fn read_bundle(
     let items = take_objects(&mut fields, &origin, "relatedImages")?;
     let mut related_images = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        let path = format!("relatedImages[{i}]");
-        let mut f = Fields::from_found(item).map_err(at(&origin, Some(&path)))?;
+        let path = || format!("relatedImages[{i}]");
+        let mut f = Fields::from_found(item).map_err(at_with(&origin, path))?;
         let name = f
             .take_string("name")
-            .map_err(at(&origin, Some(&format!("{path}.name"))))?
+            .map_err(at_with(&origin, || format!("{}.name", path())))?
             .unwrap_or_default();
         let image = f
             .take_string("image")
-            .map_err(at(&origin, Some(&format!("{path}.image"))))?
+            .map_err(at_with(&origin, || format!("{}.image", path())))?
             .unwrap_or_default();
-        let extra = notes.rest(f, Some(&path));
+        let extra = notes.rest_in(f, path);
         related_images.push(RelatedImage { name, image, extra });
     }
     Ok(Bundle {
@@ -1066,36 +1117,36 @@ fn read_deprecation(
     let items = take_objects(&mut fields, &origin, "entries")?;
     let mut entries = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        let path = format!("entries[{i}]");
-        let mut f = Fields::from_found(item).map_err(at(&origin, Some(&path)))?;
+        let path = || format!("entries[{i}]");
+        let mut f = Fields::from_found(item).map_err(at_with(&origin, path))?;
         let message = f
             .take_string("message")
-            .map_err(at(&origin, Some(&format!("{path}.message"))))?
+            .map_err(at_with(&origin, || format!("{}.message", path())))?
             .unwrap_or_default();
-        let reference_path = format!("{path}.reference");
+        let reference_path = || format!("{}.reference", path());
         let (schema, name, reference_extra) = match f
             .take("reference")
-            .map_err(at(&origin, Some(&reference_path)))?
+            .map_err(at_with(&origin, reference_path))?
         {
             None => (String::new(), String::new(), ExtraFields::default()),
             Some(raw) if raw.get() == "null" => {
                 (String::new(), String::new(), ExtraFields::default())
             }
             Some(raw) => {
-                let mut r = Fields::parse(raw.get()).map_err(at(&origin, Some(&reference_path)))?;
+                let mut r = Fields::parse(raw.get()).map_err(at_with(&origin, reference_path))?;
                 let schema = r
                     .take_string("schema")
-                    .map_err(at(&origin, Some(&format!("{reference_path}.schema"))))?
+                    .map_err(at_with(&origin, || format!("{}.schema", reference_path())))?
                     .unwrap_or_default();
                 let name = r
                     .take_string("name")
-                    .map_err(at(&origin, Some(&format!("{reference_path}.name"))))?
+                    .map_err(at_with(&origin, || format!("{}.name", reference_path())))?
                     .unwrap_or_default();
-                let extra = notes.rest(r, Some(&reference_path));
+                let extra = notes.rest_in(r, reference_path);
                 (schema, name, extra)
             }
         };
-        let extra = notes.rest(f, Some(&path));
+        let extra = notes.rest_in(f, path);
         entries.push(DeprecationEntry {
             schema,
             name,
@@ -1479,6 +1530,60 @@ payload: {a: [1, 2]}
     }
 
     #[test]
+    fn every_field_read_from_a_list_is_named_when_it_is_wrong() {
+        let cases: [(&str, &str); 10] = [
+            (
+                r#"{"schema":"olm.bundle","properties":[{"type":"t","value":1},7]}"#,
+                "properties[1]",
+            ),
+            (
+                r#"{"schema":"olm.bundle","properties":[{"type":7,"value":1}]}"#,
+                "properties[0].type",
+            ),
+            (
+                r#"{"schema":"olm.bundle","properties":[{"type":"t"}]}"#,
+                "properties[0].value",
+            ),
+            (
+                r#"{"schema":"olm.bundle","relatedImages":[{"name":7}]}"#,
+                "relatedImages[0].name",
+            ),
+            (
+                r#"{"schema":"olm.bundle","relatedImages":[{},{"image":[]}]}"#,
+                "relatedImages[1].image",
+            ),
+            (
+                r#"{"schema":"olm.channel","entries":[{"name":"a"},{"replaces":1}]}"#,
+                "entries[1].replaces",
+            ),
+            (
+                r#"{"schema":"olm.channel","entries":[{"skipRange":{}}]}"#,
+                "entries[0].skipRange",
+            ),
+            (
+                r#"{"schema":"olm.deprecations","entries":[{"message":1}]}"#,
+                "entries[0].message",
+            ),
+            (
+                r#"{"schema":"olm.deprecations","entries":[{"reference":{"schema":1}}]}"#,
+                "entries[0].reference.schema",
+            ),
+            (
+                r#"{"schema":"olm.deprecations","entries":[{},{"reference":{"name":true}}]}"#,
+                "entries[1].reference.name",
+            ),
+        ];
+        for (json, field) in cases {
+            let err =
+                Catalog::load_file("c.json", json.as_bytes(), &Limits::default()).expect_err(json);
+            let LoadError::Document(err) = err else {
+                panic!("{json}: {err}")
+            };
+            assert_eq!(err.location.field.as_deref(), Some(field), "{json}");
+        }
+    }
+
+    #[test]
     fn wrong_field_types_name_the_field() {
         let err = Catalog::load_file(
             "c.yaml",
@@ -1609,6 +1714,40 @@ payload: {a: [1, 2]}
         )
         .unwrap_err();
         assert!(err.to_string().starts_with("p07.yaml"), "{err}");
+    }
+
+    #[test]
+    fn payloads_dropped_unchecked_are_left_out_unread() {
+        let text = format!(
+            "{SMALL}---\nschema: olm.bundle\nname: foo.v0.1.0\npackage: foo\nimage: i\nproperties:\n- {{type: olm.package, value: {{packageName: foo, version: 0.1.0}}}}\n- {{type: olm.bundle.object, value: {{data: '!!'}}}}\n- {{type: olm.csv.metadata, value: {{displayName: 7}}}}\n"
+        );
+        let load = |skip_payload_checks| {
+            let options = LoadOptions {
+                drop_payloads: true,
+                skip_payload_checks,
+                ..LoadOptions::default()
+            };
+            Catalog::load_files([("foo/catalog.yaml", text.as_bytes())], &options).unwrap()
+        };
+        let checked = load(false);
+        let kinds: Vec<&str> = checked
+            .payload_problems
+            .iter()
+            .map(|p| p.type_.as_str())
+            .collect();
+        assert_eq!(kinds, [property::BUNDLE_OBJECT, property::CSV_METADATA]);
+        let unchecked = load(true);
+        assert!(unchecked.payloads_dropped);
+        assert!(unchecked.payload_problems.is_empty());
+        let values: Vec<&str> = unchecked
+            .bundles
+            .last()
+            .unwrap()
+            .properties
+            .iter()
+            .map(|p| p.value.get())
+            .collect();
+        assert_eq!(values[1..], ["null", "null"]);
     }
 
     #[test]

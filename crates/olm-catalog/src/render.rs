@@ -158,16 +158,20 @@ impl Doc<'_> {
     /// fields as strings, raw values (property values, unknown fields,
     /// documents of other schemas) as they are, since Go only compacts a
     /// `json.RawMessage`.
-    fn compact_json(&self) -> Result<String, RenderError> {
+    fn compact_json(&self, buffer: &mut Vec<u8>) -> Result<(), RenderError> {
+        buffer.clear();
         let result = match self {
-            Self::Package(p) => serde_json::to_string(p),
-            Self::Channel(c) => serde_json::to_string(c),
-            Self::Bundle(b) => serde_json::to_string(b),
-            Self::Deprecation(d) => serde_json::to_string(d),
-            Self::Meta(m) => return Ok(m.blob.get().to_owned()),
+            Self::Package(p) => serde_json::to_writer(&mut *buffer, p),
+            Self::Channel(c) => serde_json::to_writer(&mut *buffer, c),
+            Self::Bundle(b) => serde_json::to_writer(&mut *buffer, b),
+            Self::Deprecation(d) => serde_json::to_writer(&mut *buffer, d),
+            Self::Meta(m) => {
+                buffer.extend_from_slice(m.blob.get().as_bytes());
+                return Ok(());
+            }
         };
         result
-            .map(escape_line_separators)
+            .map(|()| escape_line_separators(buffer))
             .map_err(|e| RenderError::Convert {
                 document: self.describe(),
                 message: e.to_string(),
@@ -185,12 +189,32 @@ impl Doc<'_> {
 /// values here hold none, as they were re-encoded by
 /// [`Catalog::reencode_like_go`] or built by [`crate::go_json`], which
 /// writes them escaped.
-fn escape_line_separators(json: String) -> String {
-    if !json.contains(['\u{2028}', '\u{2029}']) {
-        return json;
+fn escape_line_separators(json: &mut Vec<u8>) {
+    const LINE: &[u8] = "\u{2028}".as_bytes();
+    const PARAGRAPH: &[u8] = "\u{2029}".as_bytes();
+    // Both start with the bytes E2 80 (as do other characters, kept as
+    // they are): look no further in text without them.
+    if memchr::memmem::find(json, &LINE[..2]).is_none() {
+        return;
     }
-    json.replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
+    let mut out = Vec::with_capacity(json.len() + 8);
+    let mut rest = json.as_slice();
+    while let Some(at) = memchr::memmem::find(rest, &LINE[..2]) {
+        out.extend_from_slice(&rest[..at]);
+        let tail = &rest[at..];
+        if tail.starts_with(LINE) {
+            out.extend_from_slice(b"\\u2028");
+            rest = &tail[LINE.len()..];
+        } else if tail.starts_with(PARAGRAPH) {
+            out.extend_from_slice(b"\\u2029");
+            rest = &tail[PARAGRAPH.len()..];
+        } else {
+            out.extend_from_slice(&tail[..2]);
+            rest = &tail[2..];
+        }
+    }
+    out.extend_from_slice(rest);
+    *json = out;
 }
 
 fn documents(catalog: &Catalog) -> Vec<Doc<'_>> {
@@ -226,19 +250,30 @@ fn write_docs(
         source,
     };
     let limits = Limits::default();
+    // One document's compact and indented text, their buffers used again.
+    let mut compact = Vec::new();
+    let mut text = String::new();
     for doc in docs {
-        let json = match (doc, fill.as_mut()) {
-            (Doc::Bundle(lean), Some(fill)) => Doc::Bundle(&fill(lean)?).compact_json()?,
-            _ => doc.compact_json()?,
-        };
+        match (doc, fill.as_mut()) {
+            (Doc::Bundle(lean), Some(fill)) => {
+                Doc::Bundle(&fill(lean)?).compact_json(&mut compact)?
+            }
+            _ => doc.compact_json(&mut compact)?,
+        }
+        // Both serde_json and the raw values held write only UTF-8.
+        let json = std::str::from_utf8(&compact).map_err(|e| RenderError::Convert {
+            document: doc.describe(),
+            message: e.to_string(),
+        })?;
         match format {
             Format::Json => {
-                let mut text = go_indent(&json, "    ");
+                text.clear();
+                go_indent_into(json, "    ", &mut text);
                 text.push('\n');
                 out.write_all(text.as_bytes()).map_err(io_error)?;
             }
             Format::Yaml => {
-                let value = parse_json_value(&json, &limits).map_err(|e| RenderError::Convert {
+                let value = parse_json_value(json, &limits).map_err(|e| RenderError::Convert {
                     document: doc.describe(),
                     message: e.to_string(),
                 })?;
@@ -412,13 +447,13 @@ impl PayloadsFromFiles {
         let is_payload = |p: &&Property| {
             p.type_ == crate::property::BUNDLE_OBJECT || p.type_ == crate::property::CSV_METADATA
         };
-        let mut values = full.properties.iter().filter(is_payload);
+        let mut values = full.properties.into_iter().filter(|p| is_payload(&p));
         let mut filled = lean.clone();
         for property in filled.properties.iter_mut().filter(|p| is_payload(&&**p)) {
             let found = values
                 .next()
                 .ok_or_else(|| fail("the file no longer holds the bundle's payloads".to_owned()))?;
-            property.value = found.value.clone();
+            property.value = found.value;
         }
         Ok(filled)
     }
@@ -471,8 +506,14 @@ pub fn write_dir(catalog: &Catalog, format: Format, dir: &Path) -> Result<(), Re
 /// dropped, one element per line, `": "` after keys, empty objects and arrays
 /// kept as `{}` and `[]`.
 pub fn go_indent(json: &str, indent: &str) -> String {
-    let bytes = json.as_bytes();
     let mut out = String::with_capacity(json.len() + json.len() / 4);
+    go_indent_into(json, indent, &mut out);
+    out
+}
+
+/// [`go_indent`], appending to `out`.
+pub fn go_indent_into(json: &str, indent: &str, out: &mut String) {
+    let bytes = json.as_bytes();
     let mut depth = 0usize;
     let mut need_indent = false;
     let mut i = 0;
@@ -491,19 +532,24 @@ pub fn go_indent(json: &str, indent: &str) -> String {
             }
             b'"' => {
                 if need_indent {
-                    newline(&mut out, depth);
+                    newline(out, depth);
                     need_indent = false;
                 }
                 let start = i;
                 i += 1;
-                while i < bytes.len() {
-                    match bytes[i] {
-                        b'\\' => i += 2,
-                        b'"' => {
-                            i += 1;
+                // Strings hold most of a catalog's bytes: find the closing
+                // quote with memchr, stepping over escapes.
+                while let Some(rest) = bytes.get(i..) {
+                    match memchr::memchr2(b'"', b'\\', rest) {
+                        Some(j) if rest[j] == b'\\' => i += j + 2,
+                        Some(j) => {
+                            i += j + 1;
                             break;
                         }
-                        _ => i += 1,
+                        None => {
+                            i = bytes.len();
+                            break;
+                        }
                     }
                 }
                 out.push_str(&json[start..i.min(bytes.len())]);
@@ -511,7 +557,7 @@ pub fn go_indent(json: &str, indent: &str) -> String {
             }
             b'{' | b'[' => {
                 if need_indent {
-                    newline(&mut out, depth);
+                    newline(out, depth);
                 }
                 out.push(b as char);
                 depth += 1;
@@ -523,18 +569,18 @@ pub fn go_indent(json: &str, indent: &str) -> String {
                     // An empty object or array stays on one line.
                     need_indent = false;
                 } else {
-                    newline(&mut out, depth);
+                    newline(out, depth);
                 }
                 out.push(b as char);
             }
             b',' => {
                 out.push(',');
-                newline(&mut out, depth);
+                newline(out, depth);
             }
             b':' => out.push_str(": "),
             _ => {
                 if need_indent {
-                    newline(&mut out, depth);
+                    newline(out, depth);
                     need_indent = false;
                 }
                 // A literal: copy up to the next structural character.
@@ -553,7 +599,6 @@ pub fn go_indent(json: &str, indent: &str) -> String {
         }
         i += 1;
     }
-    out
 }
 
 /// Serializes a map from a list of optional entries plus extra fields.
@@ -897,6 +942,26 @@ data: {x: 1}
         );
         assert_eq!(go_indent("{ \"a\" :\n 1 }", "  "), "{\n  \"a\": 1\n}");
         assert_eq!(go_indent(r#""a\"b""#, "  "), r#""a\"b""#);
+    }
+
+    #[test]
+    fn line_and_paragraph_separators_are_escaped_and_their_neighbours_kept() {
+        // U+2014, U+2026 and U+20AC share the first bytes (E2 80, E2 82)
+        // or the first byte with the two separators.
+        let cases = [
+            ("plain", "plain"),
+            ("a\u{2028}b", "a\\u2028b"),
+            ("\u{2029}", "\\u2029"),
+            (
+                "\u{2014}\u{2028}\u{2026}\u{2029}\u{20ac}",
+                "\u{2014}\\u2028\u{2026}\\u2029\u{20ac}",
+            ),
+        ];
+        for (text, expected) in cases {
+            let mut json = text.as_bytes().to_vec();
+            escape_line_separators(&mut json);
+            assert_eq!(String::from_utf8(json).unwrap(), expected, "{text:?}");
+        }
     }
 
     #[test]

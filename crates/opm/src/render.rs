@@ -176,8 +176,10 @@ fn is_catalog_dir(path: &Path) -> bool {
 /// loaded catalog gives; the memory is the catalog's structure plus one
 /// file.
 fn render_catalog_dir(dir: &Path, format: render::Format) -> anyhow::Result<()> {
+    // Each bundle's payloads are read again, whole, as it is written.
     let options = LoadOptions {
         drop_payloads: true,
+        skip_payload_checks: true,
         ..LoadOptions::default()
     };
     let mut catalog = Catalog::load_dir_with(dir, &options)?;
