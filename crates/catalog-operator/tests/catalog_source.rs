@@ -1048,8 +1048,35 @@ mod sync {
                 schedule,
                 resync: s(900),
                 ready_recheck: s(30),
+                jitter: 0.5,
             });
             assert_eq!(got, want, "{ready} {settling} {updating} {schedule:?}");
+        }
+        // A poll is spread by ±10 %, and still at least 1 s away.
+        let ten_minutes = schedule(600);
+        for (jitter, want) in [(0.0, s(540)), (0.5, s(600)), (0.75, s(630)), (1.0, s(660))] {
+            let got = sync::next_check(&Recheck {
+                ready: true,
+                settling: false,
+                updating: false,
+                schedule: Some(&ten_minutes),
+                resync: s(900),
+                ready_recheck: s(900),
+                jitter,
+            });
+            assert_eq!(got, want, "jitter {jitter}");
+        }
+        for jitter in [0.0, 0.999] {
+            let got = sync::next_check(&Recheck {
+                ready: true,
+                settling: false,
+                updating: false,
+                schedule: Some(&soon),
+                resync: s(900),
+                ready_recheck: s(30),
+                jitter,
+            });
+            assert_eq!(got, s(1), "jitter {jitter}");
         }
         // The resync bounds a READY catalog's check too.
         let got = sync::next_check(&Recheck {
@@ -1059,6 +1086,7 @@ mod sync {
             schedule: None,
             resync: s(5),
             ready_recheck: s(30),
+            jitter: 0.5,
         });
         assert_eq!(got, s(5));
     }

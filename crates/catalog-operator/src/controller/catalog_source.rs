@@ -181,6 +181,7 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
         schedule: schedule.as_ref(),
         resync: context.config.resync,
         ready_recheck: context.config.ready_recheck,
+        jitter: rand::random(),
     })))
 }
 

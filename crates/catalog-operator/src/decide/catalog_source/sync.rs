@@ -381,7 +381,7 @@ pub fn connected(status: &mut CatalogSourceStatus, probe: Probe, now: Timestamp)
 }
 
 /// What decides when a catalog is looked at again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Recheck<'a> {
     /// Its registry is READY.
     pub ready: bool,
@@ -395,11 +395,15 @@ pub struct Recheck<'a> {
     pub resync: Duration,
     /// How often a READY catalog is checked.
     pub ready_recheck: Duration,
+    /// A number in `[0, 1)` drawn by the caller, which spreads the next
+    /// poll by upstream's ±10 % ([`super::jitter`]; 0.5 leaves it as it is),
+    /// so that catalogs created together do not poll together.
+    pub jitter: f64,
 }
 
 /// When to look at the catalog again: the soonest of what is pending (a
 /// registry not READY, a settling replacement, an update pod, the next
-/// poll, at least 1 s away) and the periodic check.
+/// poll with its jitter, at least 1 s away) and the periodic check.
 pub fn next_check(recheck: &Recheck<'_>) -> Duration {
     let mut next = if recheck.ready {
         recheck.resync.min(recheck.ready_recheck)
@@ -413,7 +417,8 @@ pub fn next_check(recheck: &Recheck<'_>) -> Duration {
         next = next.min(NOT_READY_RECHECK);
     }
     if let Some(schedule) = recheck.schedule {
-        let poll = Duration::try_from(schedule.requeue_after).unwrap_or(next);
+        let poll = Duration::try_from(super::jitter(schedule.requeue_after, recheck.jitter))
+            .unwrap_or(next);
         next = next.min(poll.max(Duration::from_secs(1)));
     }
     next
