@@ -88,7 +88,9 @@ pub(crate) async fn run(args: &RenderArgs, tls: &TlsOptions) -> anyhow::Result<E
         && renderer.allowed.catalog_dirs
         && is_catalog_dir(Path::new(reference))
     {
-        return render_catalog_dir(Path::new(reference), format)
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        return render_catalog_dir(Path::new(reference), format, RENDER_WHOLE_BYTES, &mut out)
+            .and_then(|()| Ok(out.flush()?))
             .with_context(|| format!("render reference {reference:?}"))
             .map(|()| ExitCode::SUCCESS);
     }
@@ -169,13 +171,30 @@ fn is_catalog_dir(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_dir()) && !is_bundle_dir(path)
 }
 
-/// Renders one catalog directory holding one bundle's payloads at a time:
+/// Catalog directories of up to this many bytes are rendered from one load
+/// that keeps their payloads: reading the files twice costs more than
+/// holding them, above all in YAML, which is slow to read. Such a load
+/// takes about two and a half times the catalog's size in memory, so a
+/// catalog this size stays well under 128 MiB.
+pub(crate) const RENDER_WHOLE_BYTES: u64 = 32 << 20;
+
+/// Renders one catalog directory. One of up to `whole_bytes` is loaded
+/// whole. A larger one is rendered holding one bundle's payloads at a time:
 /// the catalog is loaded without its payloads, and each bundle's are read
-/// again from its file as it is written
-/// ([`render::PayloadsFromFiles`]). The text is what rendering the whole
-/// loaded catalog gives; the memory is the catalog's structure plus one
-/// file.
-fn render_catalog_dir(dir: &Path, format: render::Format) -> anyhow::Result<()> {
+/// again from its file as it is written ([`render::PayloadsFromFiles`]).
+/// The text is the same either way.
+fn render_catalog_dir(
+    dir: &Path,
+    format: render::Format,
+    whole_bytes: u64,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    if catalog_bytes(dir, whole_bytes) <= whole_bytes {
+        let mut catalog = load_catalog(dir)?;
+        normalise_bundles(&mut catalog);
+        render::write(&catalog, format, out)?;
+        return Ok(());
+    }
     // Each bundle's payloads are read again, whole, as it is written.
     let options = LoadOptions {
         drop_payloads: true,
@@ -187,12 +206,35 @@ fn render_catalog_dir(dir: &Path, format: render::Format) -> anyhow::Result<()> 
     normalise_bundles(&mut catalog);
     let mut payloads =
         render::PayloadsFromFiles::reading_ahead(dir, options.limits.clone(), &catalog);
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    render::write_filling(&catalog, format, &mut out, &mut |bundle| {
-        payloads.fill(bundle)
-    })?;
-    out.flush()?;
+    render::write_filling(&catalog, format, out, &mut |bundle| payloads.fill(bundle))?;
     Ok(())
+}
+
+/// The bytes of the files under `dir` (symbolic links not followed), counted
+/// until they pass `enough`; unreadable entries count as nothing here, the
+/// load reports them.
+fn catalog_bytes(dir: &Path, enough: u64) -> u64 {
+    let mut total = 0u64;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else {
+                total = total.saturating_add(meta.len());
+                if total > enough {
+                    return total;
+                }
+            }
+        }
+    }
+    total
 }
 
 /// A catalog directory as upstream's loader leaves it: every document
@@ -341,6 +383,55 @@ mod tests {
             Payload::CsvMetadata
         );
         assert!(payload_for(Some("split-icon")).is_err());
+    }
+
+    #[test]
+    fn a_catalog_renders_the_same_whole_or_a_bundle_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let object = olm_catalog::property::BundleObject::encode(
+            br#"{"kind":"ConfigMap","metadata":{"name":"c"}}"#,
+        )
+        .data;
+        for (package, format) in [("a", "yaml"), ("b", "json")] {
+            let docs = [
+                serde_json::json!({"schema": "olm.package", "name": package, "defaultChannel": "s"}),
+                serde_json::json!({"schema": "olm.channel", "package": package, "name": "s", "entries": [{"name": format!("{package}.v1")}]}),
+                serde_json::json!({"schema": "olm.bundle", "package": package, "name": format!("{package}.v1"), "image": "i", "properties": [
+                    {"type": "olm.bundle.object", "value": {"data": object}},
+                    {"type": "olm.package", "value": {"packageName": package, "version": "1.0.0"}},
+                    {"type": "olm.csv.metadata", "value": {"displayName": "\u{e9}\u{2028}", "keywords": ["k"]}},
+                ]}),
+            ];
+            std::fs::create_dir(dir.path().join(package)).unwrap();
+            let text: String = docs
+                .iter()
+                .map(|d| match format {
+                    "yaml" => format!("---\n{}", serde_yaml_ng::to_string(d).unwrap()),
+                    _ => serde_json::to_string_pretty(d).unwrap(),
+                })
+                .collect();
+            std::fs::write(
+                dir.path().join(package).join(format!("catalog.{format}")),
+                text,
+            )
+            .unwrap();
+        }
+        let bytes = catalog_bytes(dir.path(), u64::MAX);
+        assert!(bytes > 0);
+        // Counting stops once past what is asked.
+        let early = catalog_bytes(dir.path(), 10);
+        assert!(early > 10 && early <= bytes, "{early} of {bytes}");
+        for format in [Format::Json, Format::Yaml] {
+            let mut whole = Vec::new();
+            render_catalog_dir(dir.path(), format, bytes, &mut whole).unwrap();
+            let mut streamed = Vec::new();
+            render_catalog_dir(dir.path(), format, bytes - 1, &mut streamed).unwrap();
+            assert!(!whole.is_empty());
+            assert_eq!(
+                String::from_utf8(whole).unwrap(),
+                String::from_utf8(streamed).unwrap()
+            );
+        }
     }
 
     #[test]
