@@ -76,6 +76,7 @@ pub mod fbc;
 pub mod field_names;
 pub mod files;
 pub mod go_json;
+mod go_null;
 pub mod graph;
 pub mod image_reference;
 pub mod limits;

@@ -274,7 +274,8 @@ fn decode_folded<T: serde::de::DeserializeOwned>(raw: &str, shape: &Shape) -> Re
         Value::Bool(_) => return Err("expected an object, found a boolean".to_owned()),
     }
     canonicalize(&mut value, shape);
-    serde_json::from_value(value).map_err(|e| json_error_message(&e))
+    // Go reads a null as the zero value where serde refuses it.
+    crate::go_null::from_value(&value).map_err(|e| json_error_message(&e))
 }
 
 /// Reads `null` as the default value, as Go's `encoding/json` does.
@@ -768,6 +769,8 @@ mod tests {
             r#""maturity":"alpha""#,
             r#""minKubeVersion":null"#,
             r#""links":[{"name":"l","url":"u"}],"labels":{"x":"y"}"#,
+            r#""keywords":["k",null]"#,
+            r#""installModes":[null,{"type":null,"supported":null}]"#,
         ];
 
         fn metadata(picks: &[usize]) -> String {
