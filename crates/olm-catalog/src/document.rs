@@ -357,6 +357,14 @@ fn for_each_json_document<'a, E: From<DocumentError>>(
 /// The text has been validated by serde_json already.
 pub(crate) fn json_nesting_exceeds(json: &str, limit: usize) -> bool {
     let bytes = json.as_bytes();
+    // Nesting deeper than the limit takes more opening brackets than it:
+    // text with no more of them (most documents, and nearly every property
+    // value) is answered by one count, which the compiler vectorizes,
+    // without stepping through strings.
+    let opening = bytes.iter().filter(|&&b| b == b'[' || b == b'{').count();
+    if opening <= limit {
+        return false;
+    }
     let mut depth = 0usize;
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
@@ -1126,6 +1134,30 @@ mod tests {
             seen,
             [(r#"{"a":1,"b":{"c":2}}"#.to_owned(), vec!["c".to_owned()])]
         );
+    }
+
+    #[test]
+    fn json_nesting_is_measured_by_depth_not_by_bracket_count() {
+        let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let wide = |n: usize| format!("[{}]", vec!["{}"; n].join(","));
+        let cases = [
+            (deep(3), 3, false),
+            (deep(4), 3, true),
+            // More brackets than the limit, none deeper than two.
+            (wide(50), 3, false),
+            // Brackets inside strings do not nest, escaped quotes included.
+            (
+                format!("[\"{}\\\"{}\"]", "[".repeat(9), "{".repeat(9)),
+                3,
+                false,
+            ),
+            (format!("{{\"a\":\"]]]]\",\"b\":{}}}", deep(3)), 3, true),
+            (format!("{{\"a\":\"]]]]\",\"b\":{}}}", deep(2)), 3, false),
+        ];
+        for (json, limit, deeper) in cases {
+            assert!(serde_json::from_str::<Value>(&json).is_ok(), "{json}");
+            assert_eq!(json_nesting_exceeds(&json, limit), deeper, "{json}");
+        }
     }
 
     #[test]

@@ -892,6 +892,18 @@ fn check_payload(type_: &str, value: &RawValue, nesting: Nesting) -> Result<(), 
         .map_err(|e| e.to_string())
 }
 
+/// Why a payload property's value (`olm.bundle.object` or
+/// `olm.csv.metadata`) does not decode as upstream's loader needs it to, for
+/// readers that keep it as it is written, as `opm serve` does: the check
+/// [`LoadOptions::drop_payloads`] makes.
+///
+/// # Errors
+///
+/// Why it does not decode.
+pub fn check_payload_value(type_: &str, value: &RawValue) -> Result<(), String> {
+    check_payload(type_, value, Nesting::Unchecked)
+}
+
 /// Decodes one `olm.bundle.object` value as upstream's loader does (base64,
 /// then YAML or JSON), without building more than it must.
 pub(crate) fn check_bundle_object(value: &RawValue) -> Result<(), String> {

@@ -316,6 +316,7 @@ fn load_bundles(
     limits: &Limits,
 ) -> Result<BTreeMap<usize, Bundle>, String> {
     let mut catalog = Catalog::load_file_in(root, file, limits).map_err(|e| e.to_string())?;
+    check_bundle_objects(&catalog.bundles).map_err(|e| e.to_string())?;
     catalog
         .reencode_like_go(limits)
         .map_err(|e| e.to_string())?;
@@ -324,6 +325,34 @@ fn load_bundles(
         .into_iter()
         .map(|b| (b.origin.document, b))
         .collect())
+}
+
+/// Refuses a catalog with an `olm.bundle.object` that does not decode, as
+/// upstream's loader does when it reads a catalog directory ("read bundle
+/// objects"): `opm render` of a directory fails on one.
+///
+/// # Errors
+///
+/// The first bundle object that does not decode.
+pub fn check_bundle_objects<'a>(
+    bundles: impl IntoIterator<Item = &'a Bundle>,
+) -> Result<(), RenderError> {
+    for b in bundles {
+        for (i, p) in b.properties.iter().enumerate() {
+            if p.type_ == crate::property::BUNDLE_OBJECT
+                && let Err(err) = crate::fbc::check_bundle_object(&p.value)
+            {
+                return Err(RenderError::Convert {
+                    document: format!("olm.bundle {:?} ({})", b.name, b.origin),
+                    message: format!(
+                        "read bundle objects: package {:?}, bundle {:?}: property at index {i}: {err}",
+                        b.package, b.name
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Gives bundles of a catalog directory loaded without payloads their

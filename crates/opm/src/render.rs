@@ -240,10 +240,12 @@ fn catalog_bytes(dir: &Path, enough: u64) -> u64 {
 /// A catalog directory as upstream's loader leaves it: every document
 /// re-encoded the way Go's `encoding/json` does (see
 /// [`Catalog::reencode_like_go`]), so that it is written as upstream writes
-/// it.
+/// it, and refused, as upstream's loader refuses it, when a bundle object
+/// does not decode.
 fn load_catalog(dir: &Path) -> anyhow::Result<Catalog> {
     let options = LoadOptions::default();
     let mut catalog = Catalog::load_dir_with(dir, &options)?;
+    render::check_bundle_objects(&catalog.bundles)?;
     catalog.reencode_like_go(&options.limits)?;
     Ok(catalog)
 }

@@ -309,10 +309,7 @@ fn check_bundle_properties(b: &Bundle, payload_problems: &[(usize, String)], rep
         report.push(
             Rule::InvalidBundleObject,
             b.origin.field(format!("properties[{i}].value.data")),
-            format!(
-                "package {:?}, bundle {:?}: bundle object does not decode: {err}",
-                b.package, b.name
-            ),
+            message::bundle_object_invalid(&b.package, &b.name, err),
         );
     }
     let mut packages = Vec::new();
@@ -329,7 +326,7 @@ fn check_bundle_properties(b: &Bundle, payload_problems: &[(usize, String)], rep
                 report.push(
                     Rule::InvalidProperty,
                     b.origin.field(format!("properties[{i}].value")),
-                    format!("parse properties for bundle {:?}: {problem}", b.name),
+                    message::property_invalid(&b.name, problem),
                 );
             }
             continue;
@@ -346,7 +343,7 @@ fn check_bundle_properties(b: &Bundle, payload_problems: &[(usize, String)], rep
                 report.push(
                     rule,
                     b.origin.field(field),
-                    format!("parse properties for bundle {:?}: {err}", b.name),
+                    message::property_invalid(&b.name, err),
                 );
                 continue;
             }

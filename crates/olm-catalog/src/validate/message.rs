@@ -30,6 +30,18 @@ pub fn bundle_unknown_package(package: &str, bundle: &str) -> String {
     format!("unknown package {package:?} for bundle {bundle:?}")
 }
 
+/// `invalid-bundle-object`: an `olm.bundle.object` of the bundle that does
+/// not decode (base64, then YAML or JSON).
+pub fn bundle_object_invalid(package: &str, bundle: &str, error: impl Display) -> String {
+    format!("package {package:?}, bundle {bundle:?}: bundle object does not decode: {error}")
+}
+
+/// `invalid-property` (and `invalid-constraint`): a property of the bundle
+/// whose value does not decode as its type.
+pub fn property_invalid(bundle: &str, error: impl Display) -> String {
+    format!("parse properties for bundle {bundle:?}: {error}")
+}
+
 /// `bundle-name-missing`.
 pub const BUNDLE_NAME_MISSING: &str = "bundle name must be set";
 

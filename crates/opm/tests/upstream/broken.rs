@@ -160,6 +160,38 @@ fn variants() -> Vec<Variant> {
                 props.push(json!({"type": "olm.csv.metadata", "value": {"annotations": {}}}));
             }
         }),
+        Docs(
+            "nulls in olm.csv.metadata, which Go reads as zero values",
+            |d| {
+                find(d, "olm.bundle", "gadget.v0.1.0")["properties"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"type": "olm.csv.metadata", "value": {
+                        "keywords": ["k", null], "maintainers": [null], "installModes": [null],
+                        "links": [{"name": null, "url": "u"}], "displayName": null,
+                        "provider": null, "annotations": {"a": null},
+                    }}));
+            },
+        ),
+        Docs("olm.csv.metadata with a list of the wrong type", |d| {
+            find(d, "olm.bundle", "gadget.v0.1.0")["properties"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"type": "olm.csv.metadata", "value": {"keywords": [1]}}));
+        }),
+        Docs("olm.bundle.object not base64", |d| {
+            find(d, "olm.bundle", "gadget.v0.1.0")["properties"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"type": "olm.bundle.object", "value": {"data": "!!"}}));
+        }),
+        Docs("olm.bundle.object neither YAML nor JSON", |d| {
+            // "hello: [unclosed", base64-encoded.
+            find(d, "olm.bundle", "gadget.v0.1.0")["properties"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"type": "olm.bundle.object", "value": {"data": "aGVsbG86IFt1bmNsb3NlZA=="}}));
+        }),
         Docs("bundle of an unknown package", |d| {
             find(d, "olm.bundle", "gadget.v0.1.0")["package"] = json!("nobody");
         }),

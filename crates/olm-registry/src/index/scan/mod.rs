@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use olm_catalog::{
+    fbc::check_payload_value,
     go_json,
     validate::{Rule, message},
 };
@@ -1058,12 +1059,26 @@ fn add_doc_with(
                     PROPERTY_PACKAGE_REQUIRED => {
                         serde_json::from_str::<PackageRequiredValue>(value.get()).map(|_| ())
                     }
+                    // Payloads are checked as upstream's cache build reads
+                    // them (and as validate checks them), then left where
+                    // they are until asked for.
                     PROPERTY_BUNDLE_OBJECT => {
                         bundle.objects += 1;
+                        if let Err(err) = check_payload_value(ty, value) {
+                            push_problem(
+                                scan,
+                                loc,
+                                Some(Rule::InvalidBundleObject),
+                                message::bundle_object_invalid(&bundle.package, &bundle.name, err),
+                            );
+                        }
                         Ok(())
                     }
                     PROPERTY_CSV_METADATA => {
                         bundle.csv_metadata += 1;
+                        if let Err(err) = check_payload_value(ty, value) {
+                            bad.get_or_insert_with(|| message::property_invalid(&bundle.name, err));
+                        }
                         Ok(())
                     }
                     _ => Ok(()),
