@@ -861,9 +861,9 @@ fn take_string(
         .unwrap_or_default())
 }
 
-/// The items of a JSON array field (absent or `null`: none).
-/// Takes field `name` as an array whose items are read as objects' fields
-/// (or what each is instead), in one pass over the array.
+/// Takes field `name` as an array (absent or `null`: none) whose items are
+/// read as objects' fields (or what each is instead), in one pass over the
+/// array.
 fn take_objects<'a>(
     fields: &mut Fields<'a>,
     origin: &Origin,
