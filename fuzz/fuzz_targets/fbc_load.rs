@@ -1,10 +1,11 @@
 //! A file-based-catalog file of arbitrary bytes: loading must return a
 //! catalog or an error, never panic, and a loaded catalog must validate and
-//! render without panicking.
+//! render without panicking. Loaded again with its payloads checked and
+//! left out (as `opm validate` loads), it must give the same report.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use olm_catalog::fbc::Catalog;
+use olm_catalog::fbc::{Catalog, LoadOptions};
 use olm_catalog::limits::Limits;
 use olm_catalog::render::{self, Format};
 use olm_catalog::validate::validate_catalog;
@@ -15,6 +16,13 @@ fuzz_target!(|input: (bool, &[u8])| {
     if let Ok(catalog) = Catalog::load_file(name, bytes, &Limits::default()) {
         let report = validate_catalog(&catalog);
         let _ = report.is_valid();
+        let options = LoadOptions {
+            drop_payloads: true,
+            ..LoadOptions::default()
+        };
+        let lean = Catalog::load_files([(name, bytes)], &options)
+            .expect("a file that loads whole loads without its payloads");
+        assert_eq!(validate_catalog(&lean).problems, report.problems);
         let _ = render::to_string(&catalog, Format::Json);
         let _ = render::to_string(&catalog, Format::Yaml);
     }

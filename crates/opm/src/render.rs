@@ -437,6 +437,38 @@ mod tests {
     }
 
     #[test]
+    fn a_bundle_object_that_does_not_decode_refuses_the_catalog_either_way() {
+        // Not base64, and base64 of "hello: [unclosed".
+        for data in ["!!", "aGVsbG86IFt1bmNsb3NlZA=="] {
+            let dir = tempfile::tempdir().unwrap();
+            let docs = [
+                serde_json::json!({"schema": "olm.package", "name": "a", "defaultChannel": "s"}),
+                serde_json::json!({"schema": "olm.channel", "package": "a", "name": "s", "entries": [{"name": "a.v1"}]}),
+                serde_json::json!({"schema": "olm.bundle", "package": "a", "name": "a.v1", "image": "i", "properties": [
+                    {"type": "olm.package", "value": {"packageName": "a", "version": "1.0.0"}},
+                    {"type": "olm.bundle.object", "value": {"data": data}},
+                ]}),
+            ];
+            let text: String = docs
+                .iter()
+                .map(|d| serde_json::to_string(d).unwrap() + "\n")
+                .collect();
+            std::fs::write(dir.path().join("catalog.json"), text).unwrap();
+            let bytes = catalog_bytes(dir.path(), u64::MAX);
+            for whole_bytes in [bytes, bytes - 1] {
+                let mut out = Vec::new();
+                let err = render_catalog_dir(dir.path(), Format::Json, whole_bytes, &mut out)
+                    .unwrap_err();
+                assert!(
+                    format!("{err:#}")
+                        .contains("read bundle objects: package \"a\", bundle \"a.v1\""),
+                    "{data}, whole up to {whole_bytes}: {err:#}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn image_ref_templates_take_the_three_actions() {
         let t =
             ImageRefTemplate::parse("quay.io/x/{{ .Package }}:v{{.Version}}-{{.Name}}").unwrap();

@@ -39,6 +39,60 @@ fn valid_package(name: &str) -> String {
     .join("\n")
 }
 
+/// Payloads are decoded as they are indexed, as upstream's cache build
+/// decodes them: one that does not decode refuses the catalog, under the
+/// rule validate reports; a `null` where Go reads a zero value does not.
+#[test]
+fn payloads_that_do_not_decode_refuse_the_catalog() {
+    let with = |extra: &str| {
+        catalog(&[(
+            "p/catalog.json",
+            &[
+                package("p", "stable"),
+                channel("p", "stable", r#"[{"name":"p.v1.0.0"}]"#),
+                bundle("p", "p.v1.0.0", "1.0.0", extra),
+            ]
+            .join("\n"),
+        )])
+    };
+    let cases = [
+        (
+            r#"{"type":"olm.bundle.object","value":{"data":"!!"}}"#,
+            "invalid base64",
+            "[invalid-bundle-object]",
+        ),
+        (
+            // base64 of "hello: [unclosed"
+            r#"{"type":"olm.bundle.object","value":{"data":"aGVsbG86IFt1bmNsb3NlZA=="}}"#,
+            "invalid yaml",
+            "[invalid-bundle-object]",
+        ),
+        (
+            r#"{"type":"olm.csv.metadata","value":{"keywords":[1]}}"#,
+            "invalid olm.csv.metadata value",
+            "[invalid-property]",
+        ),
+    ];
+    for (extra, why, rule) in cases {
+        let dir = with(extra);
+        let found = problems(build(dir.path())).join("\n");
+        assert!(
+            found.contains(why) && found.contains(rule),
+            "{extra}: {found}"
+        );
+    }
+    // A bundle object that decodes, and nulls Go reads as zero values.
+    let fine = [
+        // base64 of {"kind":"ConfigMap"}
+        r#"{"type":"olm.bundle.object","value":{"data":"eyJraW5kIjoiQ29uZmlnTWFwIn0="}}"#,
+        r#"{"type":"olm.csv.metadata","value":{"keywords":["k",null],"maintainers":[null],"provider":null}}"#,
+    ];
+    for extra in fine {
+        let dir = with(extra);
+        assert!(build(dir.path()).is_ok(), "{extra}");
+    }
+}
+
 #[test]
 fn malformed_documents_are_reported_with_file_and_line() {
     let dir = catalog(&[
