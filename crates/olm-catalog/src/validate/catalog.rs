@@ -557,22 +557,27 @@ fn check_bundle_images(b: &Bundle, report: &mut Report) {
 
 fn check_entries_and_defaults(catalog: &Catalog, index: &Index<'_>, report: &mut Report) {
     let no_bundles = HashMap::new();
-    for (package, channels) in &index.channels {
+    // In document order, across packages: the index's maps have none, and
+    // the same catalog must give the same report every time.
+    let mut channels: Vec<&Channel> = index
+        .channels
+        .values()
+        .flat_map(|channels| channels.values().copied())
+        .collect();
+    channels.sort_by_key(|c| (&c.origin.file, c.origin.document));
+    for c in channels {
+        let package = c.package.as_str();
         let bundles = index.bundles.get(package).unwrap_or(&no_bundles);
-        let mut channels: Vec<&&Channel> = channels.values().collect();
-        channels.sort_by_key(|c| (&c.origin.file, c.origin.document));
-        for c in channels {
-            for (i, entry) in c.entries.iter().enumerate() {
-                if !entry.name.is_empty() && !bundles.contains_key(entry.name.as_str()) {
-                    report.push(
-                        Rule::EntryUnknownBundle,
-                        c.origin.field(format!("entries[{i}].name")),
-                        format!(
-                            "no olm.bundle blobs found in package {package:?} for olm.channel entry {:?}",
-                            entry.name
-                        ),
-                    );
-                }
+        for (i, entry) in c.entries.iter().enumerate() {
+            if !entry.name.is_empty() && !bundles.contains_key(entry.name.as_str()) {
+                report.push(
+                    Rule::EntryUnknownBundle,
+                    c.origin.field(format!("entries[{i}].name")),
+                    format!(
+                        "no olm.bundle blobs found in package {package:?} for olm.channel entry {:?}",
+                        entry.name
+                    ),
+                );
             }
         }
     }

@@ -860,3 +860,26 @@ fn codes_are_unique() {
     let codes: HashSet<&str> = rules.iter().map(|r| r.code()).collect();
     assert_eq!(codes.len(), rules.len());
 }
+
+/// The same catalog gives the same report, in document order, every time:
+/// channel entries naming no bundle in several packages were reported in
+/// the order of a hash map, which differs between runs (found by the
+/// `fbc_load` fuzz target, comparing a load with and without payloads).
+#[test]
+fn reports_come_in_document_order_every_time() {
+    let mut yaml = String::new();
+    for package in ["zeta", "alpha", "mid", "beta", "omega", "gamma"] {
+        yaml.push_str(&format!(
+            "---\nschema: olm.package\nname: {package}\ndefaultChannel: s\n---\nschema: olm.channel\npackage: {package}\nname: s\nentries:\n- name: {package}.v9\n"
+        ));
+    }
+    let first = report(&yaml);
+    let unknown: Vec<usize> = first
+        .of(Rule::EntryUnknownBundle)
+        .map(|p| p.location.origin.document)
+        .collect();
+    assert_eq!(unknown, [1, 3, 5, 7, 9, 11]);
+    for _ in 0..8 {
+        assert_eq!(report(&yaml).problems, first.problems);
+    }
+}
