@@ -358,23 +358,7 @@ impl Catalog {
 
     /// Loads the catalog in the directory tree at `root`.
     pub fn load_dir_with(root: impl AsRef<Path>, options: &LoadOptions) -> Result<Self, LoadError> {
-        let root = root.as_ref();
-        let canonical = canonical_root(root)?;
-        let mut found = Vec::new();
-        list_files(&canonical, &canonical, "", true, &mut found)?;
-        let mut budget = Budget::new(&options.limits);
-        let mut ignore = IndexIgnore::default();
-        for file in found.iter().filter(|f| is_index_ignore(&f.relative)) {
-            let bytes = read_file(file, &mut budget)?;
-            ignore.add(&file.relative, &bytes)?;
-        }
-        let wanted: Vec<FoundFile> = found
-            .into_iter()
-            .filter(|f| !is_index_ignore(&f.relative) && !ignore.is_ignored(&f.relative))
-            .collect();
-        for file in &wanted {
-            budget.charge(&file.relative, file.size)?;
-        }
+        let wanted = wanted_files(root.as_ref(), &options.limits)?;
         let limits = &options.limits;
         parse_in_parallel(&wanted, options.threads, |file| {
             // The budget above has counted the file; read it within the
@@ -383,6 +367,21 @@ impl Catalog {
             let bytes = read_file(file, &mut unlimited).map_err(LoadError::from)?;
             parse_file(&file.relative, &bytes, limits, options.payloads())
         })
+    }
+
+    /// The bytes of the files a load of the catalog directory at `root`
+    /// reads ([`Catalog::load_dir_with`] with `limits`: `.indexignore`
+    /// applied, within the limits), as they are listed, without reading
+    /// them.
+    ///
+    /// # Errors
+    ///
+    /// As the load's listing fails.
+    pub fn bytes_in_dir(root: impl AsRef<Path>, limits: &Limits) -> Result<u64, LoadError> {
+        Ok(wanted_files(root.as_ref(), limits)?
+            .iter()
+            .map(|f| f.size)
+            .sum())
     }
 
     /// Loads a catalog from in-memory files, given as (relative path, contents)
@@ -569,6 +568,28 @@ fn parse_in_parallel<T: Sync>(
         }
     }
     Ok(catalog)
+}
+
+/// The files under `root` a load reads: every file but the `.indexignore`
+/// files and what they ignore, their sizes counted against the limits.
+fn wanted_files(root: &Path, limits: &Limits) -> Result<Vec<FoundFile>, LoadError> {
+    let canonical = canonical_root(root)?;
+    let mut found = Vec::new();
+    list_files(&canonical, &canonical, "", true, &mut found)?;
+    let mut budget = Budget::new(limits);
+    let mut ignore = IndexIgnore::default();
+    for file in found.iter().filter(|f| is_index_ignore(&f.relative)) {
+        let bytes = read_file(file, &mut budget)?;
+        ignore.add(&file.relative, &bytes)?;
+    }
+    let wanted: Vec<FoundFile> = found
+        .into_iter()
+        .filter(|f| !is_index_ignore(&f.relative) && !ignore.is_ignored(&f.relative))
+        .collect();
+    for file in &wanted {
+        budget.charge(&file.relative, file.size)?;
+    }
+    Ok(wanted)
 }
 
 /// The `.indexignore` files of a catalog, as gitignore matchers.
@@ -1287,6 +1308,17 @@ impl Bundle {
         self.properties.iter().filter(move |p| p.type_ == type_)
     }
 
+    /// Each `olm.bundle.object` of the bundle that does not decode as
+    /// upstream's loader reads it (base64, then YAML or JSON): its property
+    /// index and why.
+    pub fn undecodable_objects(&self) -> impl Iterator<Item = (usize, String)> + '_ {
+        self.properties
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.type_ == property::BUNDLE_OBJECT)
+            .filter_map(|(i, p)| check_bundle_object(&p.value).err().map(|e| (i, e)))
+    }
+
     /// The bundle's manifests from its `olm.bundle.object` properties, as JSON
     /// strings (YAML manifests converted), in property order: what the
     /// registry API serves as `object`.
@@ -1726,6 +1758,18 @@ payload: {a: [1, 2]}
         )
         .unwrap_err();
         assert!(err.to_string().starts_with("p07.yaml"), "{err}");
+    }
+
+    #[test]
+    fn the_bytes_of_a_directory_are_those_a_load_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("foo")).unwrap();
+        std::fs::write(dir.path().join("foo/catalog.yaml"), SMALL).unwrap();
+        std::fs::write(dir.path().join("foo/notes.md"), "x".repeat(1000)).unwrap();
+        std::fs::write(dir.path().join(".indexignore"), "*.md\n").unwrap();
+        let bytes = Catalog::bytes_in_dir(dir.path(), &Limits::default()).unwrap();
+        assert_eq!(bytes, SMALL.len() as u64);
+        assert!(Catalog::load_dir(dir.path()).is_ok());
     }
 
     #[test]

@@ -66,7 +66,9 @@ impl<'a> Deserializer<'a> for GoNulls<'a> {
         deserialize_str => |visitor| visitor.visit_borrowed_str("");
         deserialize_string => |visitor| visitor.visit_borrowed_str("");
         deserialize_seq => |visitor| visitor.visit_seq(Items([].iter()));
-        deserialize_map => |visitor| visitor.visit_map(Entries::empty());
+        deserialize_map => |visitor| visitor.visit_map(
+            de::value::MapDeserializer::new(std::iter::empty::<(&str, &str)>()),
+        );
     }
 
     fn deserialize_tuple<V: Visitor<'a>>(self, _: usize, visitor: V) -> Result<V::Value, Error> {
@@ -116,32 +118,10 @@ impl<'a> Deserializer<'a> for GoNulls<'a> {
         self.0.deserialize_enum(name, variants, visitor)
     }
 
-    fn deserialize_char<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.0.deserialize_char(visitor)
-    }
-
-    fn deserialize_bytes<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.0.deserialize_bytes(visitor)
-    }
-
-    fn deserialize_byte_buf<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.0.deserialize_byte_buf(visitor)
-    }
-
-    fn deserialize_unit<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.0.deserialize_unit(visitor)
-    }
-
-    fn deserialize_unit_struct<V: Visitor<'a>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, Error> {
-        self.0.deserialize_unit_struct(name, visitor)
-    }
-
-    fn deserialize_identifier<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.0.deserialize_identifier(visitor)
+    // Null or not, these read as serde_json reads the value.
+    serde::forward_to_deserialize_any! {
+        <W: Visitor<'a>>
+        char bytes byte_buf unit unit_struct identifier
     }
 
     fn deserialize_ignored_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -175,17 +155,6 @@ struct Entries<'a> {
     entries: serde_json::map::Iter<'a>,
     /// The value of the key just given.
     value: Option<&'a Value>,
-}
-
-impl Entries<'static> {
-    fn empty() -> Self {
-        static EMPTY: std::sync::LazyLock<serde_json::Map<String, Value>> =
-            std::sync::LazyLock::new(serde_json::Map::new);
-        Entries {
-            entries: EMPTY.iter(),
-            value: None,
-        }
-    }
 }
 
 impl<'a> MapAccess<'a> for Entries<'a> {

@@ -338,18 +338,14 @@ pub fn check_bundle_objects<'a>(
     bundles: impl IntoIterator<Item = &'a Bundle>,
 ) -> Result<(), RenderError> {
     for b in bundles {
-        for (i, p) in b.properties.iter().enumerate() {
-            if p.type_ == crate::property::BUNDLE_OBJECT
-                && let Err(err) = crate::fbc::check_bundle_object(&p.value)
-            {
-                return Err(RenderError::Convert {
-                    document: format!("olm.bundle {:?} ({})", b.name, b.origin),
-                    message: format!(
-                        "read bundle objects: package {:?}, bundle {:?}: property at index {i}: {err}",
-                        b.package, b.name
-                    ),
-                });
-            }
+        if let Some((i, err)) = b.undecodable_objects().next() {
+            return Err(RenderError::Convert {
+                document: format!("olm.bundle {:?} ({})", b.name, b.origin),
+                message: format!(
+                    "read bundle objects: package {:?}, bundle {:?}: property at index {i}: {err}",
+                    b.package, b.name
+                ),
+            });
         }
     }
     Ok(())

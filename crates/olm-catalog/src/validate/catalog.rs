@@ -2,7 +2,10 @@
 //! channels and their upgrade graphs, bundles and their properties,
 //! deprecations.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    borrow::Cow,
+    collections::{HashMap, HashSet},
+};
 
 use crate::{
     fbc::{Bundle, Catalog, Channel, Package, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE},
@@ -209,10 +212,12 @@ fn check_bundles<'a>(catalog: &'a Catalog, index: &mut Index<'a>, report: &mut R
     // decoding every property (and every manifest, when the payloads are
     // here) is by far the most expensive check.
     let own = in_parallel(&catalog.bundles, |b| {
-        let payload_problems = if catalog.payloads_dropped {
-            dropped.get(&b.origin).cloned().unwrap_or_default()
+        let payload_problems: Cow<'_, [(usize, String)]> = if catalog.payloads_dropped {
+            dropped
+                .get(&b.origin)
+                .map_or(Cow::Borrowed(&[]), |p| Cow::Borrowed(p))
         } else {
-            bundle_object_problems(b)
+            Cow::Owned(b.undecodable_objects().collect())
         };
         let mut own = Report::default();
         check_bundle_properties(b, &payload_problems, &mut own);
@@ -281,21 +286,6 @@ fn in_parallel<T: Sync, R: Send>(items: &[T], check: impl Fn(&T) -> R + Sync) ->
             })
             .collect()
     })
-}
-
-/// Why each `olm.bundle.object` of a bundle does not decode, by property
-/// index.
-fn bundle_object_problems(b: &Bundle) -> Vec<(usize, String)> {
-    b.properties
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.type_ == property::BUNDLE_OBJECT)
-        .filter_map(|(i, p)| check_bundle_object(p).err().map(|e| (i, e)))
-        .collect()
-}
-
-fn check_bundle_object(p: &property::Property) -> Result<(), String> {
-    crate::fbc::check_bundle_object(&p.value)
 }
 
 /// `payload_problems`: why payload properties (by index) do not decode.
