@@ -74,9 +74,15 @@ pub fn match_field<'a>(key: &str, fields: &[&'a str]) -> Option<&'a str> {
 /// everything else (DEL and all non-ASCII included) as UTF-8. Go also writes
 /// invalid UTF-8 as `\ufffd`; a Rust string holds none.
 pub fn write_json_string(out: &mut String, s: &str, escape_html: bool) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     out.reserve(s.len() + 2);
     out.push('"');
+    write_json_string_contents(out, s, escape_html);
+    out.push('"');
+}
+
+/// [`write_json_string`] without the quotes around it.
+pub fn write_json_string_contents(out: &mut String, s: &str, escape_html: bool) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     // Runs of characters written as they are are copied whole; only the
     // bytes below decide, as every character escaped is ASCII or starts
     // with 0xE2 (U+2028, U+2029).
@@ -84,11 +90,8 @@ pub fn write_json_string(out: &mut String, s: &str, escape_html: bool) {
     let mut start = 0;
     let mut at = 0;
     while at < bytes.len() {
-        let b = bytes[at];
-        if !MAY_ESCAPE[usize::from(b)] {
-            at += 1;
-            continue;
-        }
+        at += plain_len(&bytes[at..], escape_html);
+        let Some(&b) = bytes.get(at) else { break };
         let escape: Option<&str> = match b {
             b'"' => Some("\\\""),
             b'\\' => Some("\\\\"),
@@ -129,26 +132,46 @@ pub fn write_json_string(out: &mut String, s: &str, escape_html: bool) {
         start = at;
     }
     out.push_str(&s[start..]);
-    out.push('"');
 }
 
-/// The bytes [`write_json_string`] looks at twice: those it may escape, and the
-/// first byte of U+2028 and U+2029.
-const MAY_ESCAPE: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        table[b] = true;
-        b += 1;
+/// How many bytes at the start of `bytes` [`write_json_string`] writes as
+/// they are without looking twice: up to the first `"`, `\\`, control
+/// character, 0xE2 (the first byte of U+2028 and U+2029, and of other
+/// characters, written as they are) or, when `escape_html` is set, `<`, `>`
+/// or `&`. Looks at eight bytes at a time.
+pub fn plain_len(bytes: &[u8], escape_html: bool) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // The high bit of each byte of `v` that is below `n` (n <= 0x80); a
+    // flag can also be set above a byte that is, never below the first.
+    let below = |v: u64, n: u8| v.wrapping_sub(ONES * u64::from(n)) & !v & HIGHS;
+    let equal = |v: u64, b: u8| below(v ^ (ONES * u64::from(b)), 1);
+    let mut at = 0;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        // Little-endian, so that the lowest flag is the first byte's.
+        let v = u64::from_le_bytes(word);
+        let mut hits = below(v, 0x20) | equal(v, b'"') | equal(v, b'\\') | equal(v, 0xe2);
+        if escape_html {
+            hits |= equal(v, b'<') | equal(v, b'>') | equal(v, b'&');
+        }
+        if hits != 0 {
+            return at + hits.trailing_zeros() as usize / 8;
+        }
+        at += 8;
     }
-    table[b'"' as usize] = true;
-    table[b'\\' as usize] = true;
-    table[b'<' as usize] = true;
-    table[b'>' as usize] = true;
-    table[b'&' as usize] = true;
-    table[0xe2] = true;
-    table
-};
+    let rest = &bytes[at..];
+    at + rest
+        .iter()
+        .position(|&b| stops_plain(b, escape_html))
+        .unwrap_or(rest.len())
+}
+
+/// Whether [`plain_len`] stops at byte `b`.
+fn stops_plain(b: u8, escape_html: bool) -> bool {
+    b < 0x20 || matches!(b, b'"' | b'\\' | 0xe2) || (escape_html && matches!(b, b'<' | b'>' | b'&'))
+}
 
 #[cfg(test)]
 mod tests {
@@ -184,5 +207,42 @@ mod tests {
         // An exact spelling wins over a folded one.
         assert_eq!(match_field("ab", &["AB", "ab"]), Some("ab"));
         assert_eq!(match_field("Ab", &["AB", "ab"]), Some("AB"));
+    }
+
+    #[test]
+    fn plain_runs_stop_at_each_byte_that_may_be_escaped() {
+        // Each stopping byte at each place in and after a word of eight.
+        for stop in [0x00, 0x1f, b'"', b'\\', 0xe2, b'<', b'>', b'&'] {
+            for at in 0..20 {
+                let mut bytes = vec![b'a'; 20];
+                bytes[at] = stop;
+                let html = matches!(stop, b'<' | b'>' | b'&');
+                assert_eq!(plain_len(&bytes, true), at, "{stop:#x} at {at}");
+                assert_eq!(plain_len(&bytes, false), if html { 20 } else { at });
+            }
+        }
+        // Bytes near the stopping ones do not stop it.
+        let near = [
+            0x20, b'!', b'#', b'[', b']', 0xe1, 0xe3, 0x7f, 0x80, 0xff, b'=', b'?', b'%', b'\'',
+        ];
+        assert_eq!(plain_len(&near, true), near.len());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_runs_are_read_a_word_at_a_time_as_a_byte_at_a_time(
+            // Mostly printable ASCII, so that runs are long.
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![8 => 0x20u8..0x7f, 1 => proptest::prelude::any::<u8>()],
+                0..64,
+            ),
+            escape_html: bool,
+        ) {
+            let one_by_one = bytes
+                .iter()
+                .position(|&b| stops_plain(b, escape_html))
+                .unwrap_or(bytes.len());
+            proptest::prop_assert_eq!(plain_len(&bytes, escape_html), one_by_one);
+        }
     }
 }

@@ -112,6 +112,9 @@ pub struct Catalog {
     pub payloads_dropped: bool,
     /// The payloads left out that do not decode, in the order read.
     pub payload_problems: Vec<PayloadProblem>,
+    /// Where the payloads left out lie, by file, when asked for (see
+    /// [`LoadOptions::payload_spans`]).
+    pub payload_spans: std::collections::BTreeMap<Arc<str>, FileSpans>,
 }
 
 /// Something tolerated while loading, as upstream tolerates it, recorded so
@@ -310,18 +313,36 @@ pub struct LoadOptions {
     /// checked before it is left out, and why it does not decode is kept in
     /// [`Catalog::payload_problems`], so validation loses nothing.
     pub drop_payloads: bool,
-    /// With `drop_payloads`, leave the values out unchecked, for a reader
-    /// that never validates them (`opm render` reads them again from their
-    /// files); [`Catalog::payload_problems`] then stays empty.
-    pub skip_payload_checks: bool,
+    /// With `drop_payloads`, which of the values left out are checked first.
+    pub payload_checks: PayloadChecks,
+    /// With `drop_payloads`, record where in its file each value left out
+    /// lies ([`Catalog::payload_spans`]), so that it can be read back alone.
+    pub payload_spans: bool,
+}
+
+/// Which payload values a load that leaves them out checks first (see
+/// [`LoadOptions::drop_payloads`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PayloadChecks {
+    /// Every value, as validation requires.
+    #[default]
+    Every,
+    /// `olm.bundle.object` values only, which upstream's loader refuses
+    /// the whole catalog for (`opm render` reads the rest again).
+    BundleObjects,
+    /// None: [`Catalog::payload_problems`] stays empty.
+    None,
 }
 
 impl LoadOptions {
     fn payloads(&self) -> Payloads {
-        match (self.drop_payloads, self.skip_payload_checks) {
-            (false, _) => Payloads::Keep,
-            (true, false) => Payloads::DropChecked,
-            (true, true) => Payloads::DropUnchecked,
+        if self.drop_payloads {
+            Payloads::Drop {
+                checks: self.payload_checks,
+                spans: self.payload_spans,
+            }
+        } else {
+            Payloads::Keep
         }
     }
 }
@@ -330,10 +351,72 @@ impl LoadOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Payloads {
     Keep,
-    /// Left out, after a check of whether each decodes.
-    DropChecked,
-    /// Left out unread.
-    DropUnchecked,
+    /// Left out, after the checks named, noting where each lies when
+    /// `spans`.
+    Drop {
+        checks: PayloadChecks,
+        spans: bool,
+    },
+}
+
+impl Payloads {
+    /// Whether the value of a payload property of type `type_` is checked
+    /// before it is left out.
+    fn checks(self, type_: &str) -> bool {
+        match self {
+            Self::Keep => false,
+            Self::Drop { checks, .. } => match checks {
+                PayloadChecks::Every => true,
+                PayloadChecks::BundleObjects => type_ == property::BUNDLE_OBJECT,
+                PayloadChecks::None => false,
+            },
+        }
+    }
+}
+
+/// Where the payload values left out of one file's bundles lie in the file
+/// (see [`LoadOptions::payload_spans`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileSpans {
+    /// The file's length in bytes when it was read.
+    pub file_bytes: usize,
+    /// One per value left out, in document order and, within a document,
+    /// in property order.
+    pub spans: Vec<PayloadSpan>,
+    /// Whether some value left out has no span, because its document was
+    /// converted from YAML rather than read as it is written: such a file
+    /// must be read again whole.
+    pub incomplete: bool,
+}
+
+/// Where one payload value left out at load lies in its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PayloadSpan {
+    /// The document's index in the file.
+    pub document: usize,
+    /// The property's index in the document's `properties`.
+    pub property: usize,
+    /// Whether it is an `olm.bundle.object` (or else `olm.csv.metadata`).
+    pub bundle_object: bool,
+    /// The value's byte offset in the file.
+    pub offset: usize,
+    /// Its length in bytes.
+    pub len: usize,
+    /// The CRC-32 of those bytes, so that a file changed since it was read
+    /// is noticed.
+    pub crc: u32,
+}
+
+impl PayloadSpan {
+    /// The value in `file` (the whole file, as read again), if the file
+    /// still holds it there.
+    pub fn value_in<'a>(&self, file: &'a [u8]) -> Option<&'a str> {
+        let bytes = file.get(self.offset..self.offset.checked_add(self.len)?)?;
+        if crc32fast::hash(bytes) != self.crc {
+            return None;
+        }
+        std::str::from_utf8(bytes).ok()
+    }
 }
 
 /// A payload property left out at load (see [`LoadOptions::drop_payloads`])
@@ -461,6 +544,16 @@ impl Catalog {
         Ok(catalog)
     }
 
+    /// The bytes of the one file `file` (relative, as origins name it) of
+    /// the catalog rooted at `root`, read within the per-file limit.
+    pub fn file_bytes_in(
+        root: impl AsRef<Path>,
+        file: &str,
+        limits: &Limits,
+    ) -> Result<Vec<u8>, LoadError> {
+        read_file_in(root.as_ref(), file, limits).map(|(_, bytes)| bytes)
+    }
+
     /// Loads again the one file `file` (relative, as origins name it) of the
     /// catalog rooted at `root`, payloads included, within the per-file
     /// limit: origins are the file's own, as a load of the whole catalog
@@ -484,6 +577,7 @@ impl Catalog {
         self.warnings.extend(other.warnings);
         self.payloads_dropped |= other.payloads_dropped;
         self.payload_problems.extend(other.payload_problems);
+        self.payload_spans.extend(other.payload_spans);
     }
 
     /// Resets every origin, so that catalogs read from different places can
@@ -705,10 +799,20 @@ fn parse_file(
         payloads_dropped: payloads != Payloads::Keep,
         ..Catalog::default()
     };
+    let mut spans = matches!(payloads, Payloads::Drop { spans: true, .. }).then(|| SpanNotes {
+        file: bytes.as_ptr_range(),
+        spans: FileSpans {
+            file_bytes: bytes.len(),
+            ..FileSpans::default()
+        },
+    });
     for_each_document::<LoadError>(&file, text, limits, |doc| {
-        add_document(&mut catalog, doc, limits, payloads)?;
+        add_document(&mut catalog, doc, limits, payloads, spans.as_mut())?;
         Ok(ControlFlow::Continue(()))
     })?;
+    if let Some(notes) = spans {
+        catalog.payload_spans.insert(file, notes.spans);
+    }
     Ok(catalog)
 }
 
@@ -742,6 +846,37 @@ fn invalid(message: impl Into<String>) -> DocumentErrorKind {
     }
 }
 
+/// Notes where the payload values left out of one file lie.
+struct SpanNotes {
+    /// The file's bytes, as read.
+    file: std::ops::Range<*const u8>,
+    spans: FileSpans,
+}
+
+impl SpanNotes {
+    /// Notes a value left out, at its place in the file when it is a slice
+    /// of the file's bytes (documents read as written; not those converted
+    /// from YAML).
+    fn note(&mut self, document: usize, property: usize, type_: &str, value: &RawValue) {
+        let bytes = value.get().as_bytes();
+        let within = self.file.start <= bytes.as_ptr()
+            && bytes.as_ptr_range().end <= self.file.end
+            && !bytes.is_empty();
+        if !within {
+            self.spans.incomplete = true;
+            return;
+        }
+        self.spans.spans.push(PayloadSpan {
+            document,
+            property,
+            bundle_object: type_ == property::BUNDLE_OBJECT,
+            offset: bytes.as_ptr() as usize - self.file.start as usize,
+            len: bytes.len(),
+            crc: crc32fast::hash(bytes),
+        });
+    }
+}
+
 /// Notes repeated keys found while reading one document.
 struct Notes<'o> {
     origin: &'o Origin,
@@ -750,6 +885,8 @@ struct Notes<'o> {
     payloads: Payloads,
     /// Payloads left out that do not decode.
     payload_problems: Vec<PayloadProblem>,
+    /// Where payloads left out lie, when that is noted.
+    spans: Option<&'o mut SpanNotes>,
     /// What the document's nesting check says of its values.
     nesting: Nesting,
 }
@@ -789,6 +926,7 @@ fn add_document(
     doc: RawDocument<'_>,
     limits: &Limits,
     payloads: Payloads,
+    spans: Option<&mut SpanNotes>,
 ) -> Result<(), DocumentError> {
     let origin = doc.origin;
     let mut notes = Notes {
@@ -796,6 +934,7 @@ fn add_document(
         warnings: Vec::new(),
         payloads,
         payload_problems: Vec::new(),
+        spans,
         // Every document has been checked against the limit.
         nesting: if limits.max_nesting_depth <= MAX_NESTING_DEPTH {
             Nesting::Within
@@ -959,10 +1098,14 @@ pub(crate) fn check_bundle_object(value: &RawValue) -> Result<(), String> {
     manifest_to_json(&bytes, &crate::limits::Limits::default()).map(drop)
 }
 
+/// Reads the `properties` of a document. Those of a bundle (`of_bundle`)
+/// are the ones whose payloads a load may leave out: a payload type on a
+/// package or channel is kept, as its readers take it from there.
 fn read_properties(
     fields: &mut Fields<'_>,
     origin: &Origin,
     notes: &mut Notes<'_>,
+    of_bundle: bool,
 ) -> Result<Vec<Property>, DocumentError> {
     let items = take_objects(fields, origin, "properties")?;
     let mut properties = Vec::with_capacity(items.len());
@@ -980,8 +1123,11 @@ fn read_properties(
                 at_with(origin, || format!("{}.value", path()))(invalid("property has no value"))
             })?;
         let payload = type_ == property::BUNDLE_OBJECT || type_ == property::CSV_METADATA;
-        let value = if notes.payloads != Payloads::Keep && payload {
-            if notes.payloads == Payloads::DropChecked
+        let value = if notes.payloads != Payloads::Keep && payload && of_bundle {
+            if let Some(spans) = notes.spans.as_deref_mut() {
+                spans.note(origin.document, i, &type_, value);
+            }
+            if notes.payloads.checks(&type_)
                 && let Err(error) = check_payload(&type_, value, notes.nesting)
             {
                 notes.payload_problems.push(PayloadProblem {
@@ -1039,7 +1185,7 @@ fn read_package(
             })
         }
     };
-    let properties = read_properties(&mut fields, &origin, notes)?;
+    let properties = read_properties(&mut fields, &origin, notes, false)?;
     Ok(Package {
         name,
         default_channel,
@@ -1093,7 +1239,7 @@ fn read_channel(
             skip_range,
         });
     }
-    let properties = read_properties(&mut fields, &origin, notes)?;
+    let properties = read_properties(&mut fields, &origin, notes, false)?;
     Ok(Channel {
         name,
         package,
@@ -1113,7 +1259,7 @@ fn read_bundle(
     let name = take_string(&mut fields, &origin, "name")?;
     let package = take_string(&mut fields, &origin, "package")?;
     let image = take_string(&mut fields, &origin, "image")?;
-    let properties = read_properties(&mut fields, &origin, notes)?;
+    let properties = read_properties(&mut fields, &origin, notes, true)?;
     let items = take_objects(&mut fields, &origin, "relatedImages")?;
     let mut related_images = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
@@ -1777,22 +1923,30 @@ payload: {a: [1, 2]}
         let text = format!(
             "{SMALL}---\nschema: olm.bundle\nname: foo.v0.1.0\npackage: foo\nimage: i\nproperties:\n- {{type: olm.package, value: {{packageName: foo, version: 0.1.0}}}}\n- {{type: olm.bundle.object, value: {{data: '!!'}}}}\n- {{type: olm.csv.metadata, value: {{displayName: 7}}}}\n"
         );
-        let load = |skip_payload_checks| {
+        let load = |payload_checks| {
             let options = LoadOptions {
                 drop_payloads: true,
-                skip_payload_checks,
+                payload_checks,
                 ..LoadOptions::default()
             };
             Catalog::load_files([("foo/catalog.yaml", text.as_bytes())], &options).unwrap()
         };
-        let checked = load(false);
-        let kinds: Vec<&str> = checked
-            .payload_problems
-            .iter()
-            .map(|p| p.type_.as_str())
-            .collect();
-        assert_eq!(kinds, [property::BUNDLE_OBJECT, property::CSV_METADATA]);
-        let unchecked = load(true);
+        let kinds = |catalog: &Catalog| -> Vec<String> {
+            catalog
+                .payload_problems
+                .iter()
+                .map(|p| p.type_.clone())
+                .collect()
+        };
+        assert_eq!(
+            kinds(&load(PayloadChecks::Every)),
+            [property::BUNDLE_OBJECT, property::CSV_METADATA]
+        );
+        assert_eq!(
+            kinds(&load(PayloadChecks::BundleObjects)),
+            [property::BUNDLE_OBJECT]
+        );
+        let unchecked = load(PayloadChecks::None);
         assert!(unchecked.payloads_dropped);
         assert!(unchecked.payload_problems.is_empty());
         let values: Vec<&str> = unchecked
@@ -1804,6 +1958,81 @@ payload: {a: [1, 2]}
             .map(|p| p.value.get())
             .collect();
         assert_eq!(values[1..], ["null", "null"]);
+    }
+
+    #[test]
+    fn payloads_left_out_of_json_are_found_again_by_their_spans() {
+        let object = BundleObject::encode(b"{\"kind\":\"ConfigMap\"}").data;
+        // A package may carry a payload type too: it is not a bundle's, so
+        // it is kept.
+        let json = format!(
+            r#"{{"schema":"olm.package","name":"foo","properties":[{{"type":"olm.csv.metadata","value":{{"a":1}}}}]}}
+{{"schema": "olm.bundle", "name": "foo.v1", "package": "foo", "image": "i",
+  "properties": [
+    {{"type": "olm.package", "value": {{"packageName": "foo", "version": "1.0.0"}}}},
+    {{"type": "olm.bundle.object", "value": {{"data": "{object}"}}}},
+    {{"type": "olm.csv.metadata", "value": {{ "displayName": "\u00e9 <x>" }} }}
+  ]}}
+"#
+        );
+        let yaml = "schema: olm.bundle\nname: bar.v1\npackage: bar\nimage: i\nproperties:\n- {type: olm.csv.metadata, value: {displayName: y}}\n";
+        let files = [
+            ("foo/catalog.json", json.as_str()),
+            ("bar/catalog.yaml", yaml),
+        ];
+        let options = LoadOptions {
+            drop_payloads: true,
+            payload_spans: true,
+            ..LoadOptions::default()
+        };
+        let lean = Catalog::load_files(files.map(|(p, t)| (p, t.as_bytes())), &options).unwrap();
+        let whole = Catalog::load_files(
+            files.map(|(p, t)| (p, t.as_bytes())),
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(lean.packages[0].properties, whole.packages[0].properties);
+
+        let spans = &lean.payload_spans["foo/catalog.json"];
+        assert_eq!(spans.file_bytes, json.len());
+        assert!(!spans.incomplete);
+        let found: Vec<(usize, usize, bool, &str)> = spans
+            .spans
+            .iter()
+            .map(|s| {
+                let value = s.value_in(json.as_bytes()).unwrap();
+                (s.document, s.property, s.bundle_object, value)
+            })
+            .collect();
+        let bundle = whole.bundles.iter().find(|b| b.name == "foo.v1").unwrap();
+        assert_eq!(
+            found,
+            [
+                (1, 1, true, bundle.properties[1].value.get()),
+                (1, 2, false, bundle.properties[2].value.get()),
+            ]
+        );
+        // Converted from YAML: no span, and the file says so.
+        let yaml_spans = &lean.payload_spans["bar/catalog.yaml"];
+        assert!(yaml_spans.incomplete && yaml_spans.spans.is_empty());
+
+        // A value that is no longer there, or no longer the same, is not
+        // given back.
+        let span = spans.spans[1];
+        assert!(span.value_in(&json.as_bytes()[..span.offset + 3]).is_none());
+        let mut changed = json.clone().into_bytes();
+        changed[span.offset + 5] ^= 1;
+        assert!(span.value_in(&changed).is_none());
+        // Without asking, none are noted.
+        let unnoted = Catalog::load_files(
+            files.map(|(p, t)| (p, t.as_bytes())),
+            &LoadOptions {
+                drop_payloads: true,
+                ..LoadOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(unnoted.payload_spans.is_empty());
     }
 
     #[test]

@@ -163,6 +163,7 @@ pub fn write_float(out: &mut String, f: f64) {
 /// Writes `s` as a JSON string the way Go does (one home for it:
 /// [`olm_api::go_text::write_json_string`]).
 pub use olm_api::go_text::write_json_string as write_string;
+use olm_api::go_text::write_json_string_contents as write_contents;
 
 /// Why a JSON text could not be re-encoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -211,7 +212,6 @@ pub fn reencode(json: &str, escape_html: bool, max_depth: usize) -> Result<Strin
         escape_html,
         out: String::with_capacity(json.len()),
         entries: Vec::new(),
-        decoded: Vec::new(),
     };
     parser.value(0)?;
     parser.skip_space();
@@ -233,8 +233,6 @@ struct Parser<'a> {
     /// Where in `out` each entry (`"key":value`) of the objects still open
     /// starts, innermost object last.
     entries: Vec<usize>,
-    /// The string being decoded, when it has escapes.
-    decoded: Vec<u8>,
 }
 
 impl Parser<'_> {
@@ -459,75 +457,78 @@ impl Parser<'_> {
             .try_fold(0, |unit, &d| Some(unit << 4 | char::from(d).to_digit(16)?))
     }
 
-    /// Decodes the string at `self.at` and writes it again.
+    /// Decodes the string at `self.at` and writes it again, in one pass:
+    /// runs Go writes as they are and the escapes Go writes the same way
+    /// (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`) are copied; anything
+    /// else is decoded and written as [`write_string`] writes it.
     fn string(&mut self) -> Result<(), ReencodeError> {
         self.at += 1;
-        let start = self.at;
-        self.decoded.clear();
+        self.out.push('"');
         loop {
             let run = self.at;
-            while let Some(&b) = self.text.get(self.at) {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.at += 1;
-            }
+            self.at += olm_api::go_text::plain_len(&self.text[run..], self.escape_html);
+            // The run ends before an ASCII byte or 0xE2, which starts a
+            // character: on a character boundary.
+            self.out.push_str(&self.json[run..self.at]);
             match self.text.get(self.at) {
-                Some(b'"') if run == start => {
-                    // No escapes: the string is the text itself (which ends
-                    // at an ASCII byte, so on a character boundary).
-                    let s = &self.json[start..self.at];
-                    self.at += 1;
-                    write_string(&mut self.out, s, self.escape_html);
-                    return Ok(());
-                }
                 Some(b'"') => {
-                    self.decoded.extend_from_slice(&self.text[run..self.at]);
                     self.at += 1;
-                    // The input is a str and escapes add whole characters.
-                    let s = std::str::from_utf8(&self.decoded).map_err(|_| self.syntax())?;
-                    write_string(&mut self.out, s, self.escape_html);
+                    self.out.push('"');
                     return Ok(());
                 }
-                Some(b'\\') => self.decoded.extend_from_slice(&self.text[run..self.at]),
-                _ => return Err(self.syntax()),
-            }
-            let simple = match self.text.get(self.at + 1) {
-                Some(b'"') => Some(b'"'),
-                Some(b'\\') => Some(b'\\'),
-                Some(b'/') => Some(b'/'),
-                Some(b'b') => Some(0x08),
-                Some(b'f') => Some(0x0c),
-                Some(b'n') => Some(b'\n'),
-                Some(b'r') => Some(b'\r'),
-                Some(b't') => Some(b'\t'),
-                Some(b'u') => None,
-                _ => return Err(self.syntax()),
-            };
-            if let Some(b) = simple {
-                self.decoded.push(b);
-                self.at += 2;
-                continue;
-            }
-            let unit = self.hex4(self.at).ok_or_else(|| self.syntax())?;
-            self.at += 6;
-            let c = if (0xd800..0xe000).contains(&unit) {
-                // Go pairs a high surrogate with a following low one and
-                // replaces anything else by U+FFFD, leaving what follows.
-                match self.hex4(self.at) {
-                    Some(low) if unit < 0xdc00 && (0xdc00..0xe000).contains(&low) => {
-                        self.at += 6;
-                        char::from_u32(0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00))
-                    }
-                    _ => None,
+                Some(b'\\') => self.escape()?,
+                Some(0xe2) => {
+                    // A whole character of three bytes, in a str.
+                    let c = &self.json[self.at..self.at + 3];
+                    self.at += 3;
+                    write_contents(&mut self.out, c, self.escape_html);
                 }
-            } else {
-                char::from_u32(unit)
-            };
-            let c = c.unwrap_or(char::REPLACEMENT_CHARACTER);
-            self.decoded
-                .extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                Some(b'<' | b'>' | b'&') => {
+                    let c = &self.json[self.at..=self.at];
+                    self.at += 1;
+                    write_contents(&mut self.out, c, self.escape_html);
+                }
+                // A control character, or the end of the text.
+                _ => return Err(self.syntax()),
+            }
         }
+    }
+
+    /// Reads the escape at `self.at` and writes it as Go writes what it
+    /// stands for.
+    fn escape(&mut self) -> Result<(), ReencodeError> {
+        match self.text.get(self.at + 1) {
+            Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                self.out.push_str(&self.json[self.at..self.at + 2]);
+                self.at += 2;
+                return Ok(());
+            }
+            Some(b'/') => {
+                self.out.push('/');
+                self.at += 2;
+                return Ok(());
+            }
+            Some(b'u') => {}
+            _ => return Err(self.syntax()),
+        }
+        let unit = self.hex4(self.at).ok_or_else(|| self.syntax())?;
+        self.at += 6;
+        let c = if (0xd800..0xe000).contains(&unit) {
+            // Go pairs a high surrogate with a following low one and
+            // replaces anything else by U+FFFD, leaving what follows.
+            match self.hex4(self.at) {
+                Some(low) if unit < 0xdc00 && (0xdc00..0xe000).contains(&low) => {
+                    self.at += 6;
+                    char::from_u32(0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00))
+                }
+                _ => None,
+            }
+        } else {
+            char::from_u32(unit)
+        };
+        let c = c.unwrap_or(char::REPLACEMENT_CHARACTER);
+        write_contents(&mut self.out, c.encode_utf8(&mut [0; 4]), self.escape_html);
+        Ok(())
     }
 }
 

@@ -17,15 +17,18 @@ use std::{
     collections::BTreeMap,
     io::{self, Write},
     path::Path,
+    sync::Arc,
 };
 
 use serde::{Serialize, Serializer, ser::SerializeMap};
+use serde_json::value::RawValue;
 
 use crate::{
     document::parse_json_value,
     fbc::{
-        Bundle, Catalog, Channel, Deprecation, DeprecationEntry, ExtraFields, Icon, Meta, Package,
-        RelatedImage, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE,
+        Bundle, Catalog, Channel, Deprecation, DeprecationEntry, ExtraFields, FileSpans, Icon,
+        Meta, Package, RelatedImage, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS,
+        SCHEMA_PACKAGE,
     },
     graph::ChannelEntry,
     limits::Limits,
@@ -327,6 +330,34 @@ fn load_bundles(
         .collect())
 }
 
+/// The payload values of one file of the catalog at `root`, read at their
+/// `spans` and re-encoded as [`Catalog::reencode_like_go`] does: for each
+/// bundle, by document index, its values in property order.
+fn load_values(
+    root: &Path,
+    file: &str,
+    spans: &FileSpans,
+    limits: &Limits,
+) -> Result<BTreeMap<usize, Vec<Box<RawValue>>>, String> {
+    let bytes = Catalog::file_bytes_in(root, file, limits).map_err(|e| e.to_string())?;
+    if bytes.len() != spans.file_bytes {
+        return Err(CHANGED.to_owned());
+    }
+    let mut values: BTreeMap<usize, Vec<Box<RawValue>>> = BTreeMap::new();
+    for span in &spans.spans {
+        let value = span.value_in(&bytes).ok_or(CHANGED)?;
+        let text = crate::go_json::reencode(value, false, limits.max_nesting_depth)
+            .map_err(|e| format!("properties[{}].value: {e}", span.property))?;
+        let value = RawValue::from_string(text).map_err(|e| e.to_string())?;
+        values.entry(span.document).or_default().push(value);
+    }
+    Ok(values)
+}
+
+/// Why a bundle's payloads cannot be given back: its file changed since
+/// the catalog was loaded.
+const CHANGED: &str = "the file no longer holds the bundle's payloads";
+
 /// Refuses a catalog with an `olm.bundle.object` that does not decode, as
 /// upstream's loader does when it reads a catalog directory ("read bundle
 /// objects"): `opm render` of a directory fails on one.
@@ -351,17 +382,48 @@ pub fn check_bundle_objects<'a>(
     Ok(())
 }
 
+/// Refuses a catalog loaded without its payloads (checking its bundle
+/// objects: [`crate::fbc::PayloadChecks::BundleObjects`]) when one does not
+/// decode, with the words of [`check_bundle_objects`].
+///
+/// # Errors
+///
+/// The first bundle object that does not decode.
+pub fn check_dropped_bundle_objects(catalog: &Catalog) -> Result<(), RenderError> {
+    let Some(problem) = catalog
+        .payload_problems
+        .iter()
+        .find(|p| p.type_ == crate::property::BUNDLE_OBJECT)
+    else {
+        return Ok(());
+    };
+    let bundle = catalog.bundles.iter().find(|b| b.origin == problem.origin);
+    let (package, name) = bundle.map_or(("", ""), |b| (b.package.as_str(), b.name.as_str()));
+    Err(RenderError::Convert {
+        document: format!("olm.bundle {name:?} ({})", problem.origin),
+        message: format!(
+            "read bundle objects: package {package:?}, bundle {name:?}: property at index {}: {}",
+            problem.property, problem.error
+        ),
+    })
+}
+
 /// Gives bundles of a catalog directory loaded without payloads their
-/// payloads back, by reading their file again (whole, once per run of
-/// bundles from the same file, which rendering in package order gives for
-/// catalogs laid out a file per package) and re-encoding it as
-/// [`Catalog::reencode_like_go`] does.
+/// payloads back, reading their files again (once per run of bundles from
+/// the same file, which rendering in package order gives for catalogs laid
+/// out a file per package). Where the load noted where each payload lies
+/// ([`crate::fbc::LoadOptions::payload_spans`]), only those bytes are read
+/// back and re-encoded; otherwise (documents converted from YAML) the file
+/// is loaded again whole and re-encoded as [`Catalog::reencode_like_go`]
+/// does.
 pub struct PayloadsFromFiles {
     root: std::path::PathBuf,
     limits: Limits,
-    file: Option<std::sync::Arc<str>>,
-    /// The bundles of `file`, by document index.
-    bundles: BTreeMap<usize, Bundle>,
+    /// Where the payloads lie, by file, as the load noted.
+    spans: Arc<BTreeMap<Arc<str>, FileSpans>>,
+    file: Option<Arc<str>>,
+    /// The payloads of `file`.
+    payloads: FilePayloads,
     /// Files read ahead: reader `i` reads files `i`, `i + n`, ... of the
     /// write order, and they are taken from the readers in turn.
     ahead: Vec<std::sync::mpsc::Receiver<LoadedFile>>,
@@ -369,22 +431,46 @@ pub struct PayloadsFromFiles {
     taken: usize,
 }
 
-/// One file read again: its name and its bundles by document index, or why
-/// it could not be read.
-type LoadedFile = (std::sync::Arc<str>, Result<BTreeMap<usize, Bundle>, String>);
+/// The payloads of one file read again.
+enum FilePayloads {
+    /// Its bundles, loaded whole, by document index.
+    Bundles(BTreeMap<usize, Bundle>),
+    /// Each bundle's payload values, by document index, in property order.
+    Values(BTreeMap<usize, Vec<Box<RawValue>>>),
+}
+
+/// One file read again: its name and its payloads, or why it could not be
+/// read.
+type LoadedFile = (Arc<str>, Result<FilePayloads, String>);
 
 /// How many files each reader of [`PayloadsFromFiles::reading_ahead`]
 /// holds ready.
 pub const FILES_READ_AHEAD: usize = 1;
 
+/// Reads the payloads of `file` again: at their spans when the load noted
+/// them all, else by loading the file whole.
+fn load_payloads(
+    root: &Path,
+    file: &str,
+    spans: Option<&FileSpans>,
+    limits: &Limits,
+) -> Result<FilePayloads, String> {
+    match spans.filter(|s| !s.incomplete) {
+        Some(spans) => load_values(root, file, spans, limits).map(FilePayloads::Values),
+        None => load_bundles(root, file, limits).map(FilePayloads::Bundles),
+    }
+}
+
 impl PayloadsFromFiles {
-    /// Reads from the catalog rooted at `root`, within `limits`.
-    pub fn new(root: impl Into<std::path::PathBuf>, limits: Limits) -> Self {
+    /// Reads from the catalog rooted at `root`, within `limits`, payloads
+    /// left out of `catalog`.
+    pub fn new(root: impl Into<std::path::PathBuf>, limits: Limits, catalog: &Catalog) -> Self {
         Self {
             root: root.into(),
             limits,
+            spans: Arc::new(catalog.payload_spans.clone()),
             file: None,
-            bundles: BTreeMap::new(),
+            payloads: FilePayloads::Bundles(BTreeMap::new()),
             ahead: Vec::new(),
             taken: 0,
         }
@@ -399,7 +485,7 @@ impl PayloadsFromFiles {
         limits: Limits,
         catalog: &Catalog,
     ) -> Self {
-        let mut files: Vec<std::sync::Arc<str>> = Vec::new();
+        let mut files: Vec<Arc<str>> = Vec::new();
         for doc in documents(catalog) {
             if let Doc::Bundle(b) = doc
                 && files.last() != Some(&b.origin.file)
@@ -407,14 +493,15 @@ impl PayloadsFromFiles {
                 files.push(b.origin.file.clone());
             }
         }
-        let mut payloads = Self::new(root, limits);
+        let mut payloads = Self::new(root, limits, catalog);
         let readers = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .clamp(1, files.len().max(1));
         for reader in 0..readers {
             let (sender, receiver) = std::sync::mpsc::sync_channel(FILES_READ_AHEAD);
             let (root, limits) = (payloads.root.clone(), payloads.limits.clone());
-            let mine: Vec<std::sync::Arc<str>> = files
+            let spans = payloads.spans.clone();
+            let mine: Vec<Arc<str>> = files
                 .iter()
                 .skip(reader)
                 .step_by(readers)
@@ -422,7 +509,7 @@ impl PayloadsFromFiles {
                 .collect();
             std::thread::spawn(move || {
                 for file in mine {
-                    let loaded = load_bundles(&root, &file, &limits);
+                    let loaded = load_payloads(&root, &file, spans.get(&file), &limits);
                     if sender.send((file, loaded)).is_err() {
                         return;
                     }
@@ -445,7 +532,7 @@ impl PayloadsFromFiles {
             message,
         };
         if self.file.as_deref() != Some(&*lean.origin.file) {
-            self.bundles.clear();
+            self.payloads = FilePayloads::Bundles(BTreeMap::new());
             let ahead = match self.ahead.len() {
                 0 => None,
                 readers => self.ahead[self.taken % readers].recv().ok(),
@@ -458,30 +545,42 @@ impl PayloadsFromFiles {
                         // Out of the expected order: read directly from now on.
                         self.ahead.clear();
                     }
-                    load_bundles(&self.root, &lean.origin.file, &self.limits)
+                    let file = &lean.origin.file;
+                    load_payloads(&self.root, file, self.spans.get(file), &self.limits)
                 }
             };
-            self.bundles = loaded.map_err(fail)?;
+            self.payloads = loaded.map_err(fail)?;
             self.file = Some(lean.origin.file.clone());
         }
-        let full = self
-            .bundles
-            .remove(&lean.origin.document)
-            .filter(|full| full.name == lean.name)
-            .ok_or_else(|| fail("the file no longer holds the bundle".to_owned()))?;
-        let is_payload = |p: &&Property| {
-            p.type_ == crate::property::BUNDLE_OBJECT || p.type_ == crate::property::CSV_METADATA
+        let values: Vec<Box<RawValue>> = match &mut self.payloads {
+            FilePayloads::Bundles(bundles) => bundles
+                .remove(&lean.origin.document)
+                .filter(|full| full.name == lean.name)
+                .ok_or_else(|| fail("the file no longer holds the bundle".to_owned()))?
+                .properties
+                .into_iter()
+                .filter(is_payload)
+                .map(|p| p.value)
+                .collect(),
+            FilePayloads::Values(values) => {
+                values.remove(&lean.origin.document).unwrap_or_default()
+            }
         };
-        let mut values = full.properties.into_iter().filter(|p| is_payload(&p));
+        let mut values = values.into_iter();
         let mut filled = lean.clone();
-        for property in filled.properties.iter_mut().filter(|p| is_payload(&&**p)) {
-            let found = values
-                .next()
-                .ok_or_else(|| fail("the file no longer holds the bundle's payloads".to_owned()))?;
-            property.value = found.value;
+        for property in filled.properties.iter_mut().filter(|p| is_payload(p)) {
+            property.value = values.next().ok_or_else(|| fail(CHANGED.to_owned()))?;
+        }
+        if values.next().is_some() {
+            return Err(fail(CHANGED.to_owned()));
         }
         Ok(filled)
     }
+}
+
+/// Whether a property is one whose value a load may leave out.
+fn is_payload(p: &Property) -> bool {
+    p.type_ == crate::property::BUNDLE_OBJECT || p.type_ == crate::property::CSV_METADATA
 }
 
 /// The whole catalog as a string.
@@ -834,10 +933,23 @@ impl Serialize for Deprecation {
 mod tests {
     /// A catalog of two files where one package's bundles sit in both and
     /// the other file holds two packages: payloads come back from the right
-    /// file whatever the order files are visited in.
+    /// file whatever the order files are visited in, whether the files are
+    /// YAML or JSON and whether the load noted where payloads lie.
     #[test]
     fn payloads_read_again_match_the_whole_load() {
+        for (extension, spans) in [
+            ("yaml", false),
+            ("yaml", true),
+            ("json", false),
+            ("json", true),
+        ] {
+            payloads_come_back(extension, spans);
+        }
+    }
+
+    fn payloads_come_back(extension: &str, spans: bool) {
         use crate::fbc::LoadOptions;
+        let case = format!("{extension}, spans noted: {spans}");
         let object = |name: &str| {
             use base64::Engine as _;
             let manifest = format!(
@@ -847,9 +959,20 @@ mod tests {
         };
         let bundle = |package: &str, name: &str| {
             format!(
-                "---\nschema: olm.bundle\npackage: {package}\nname: {name}\nimage: i\nproperties:\n- type: olm.bundle.object\n  value: {{data: {}}}\n- type: olm.package\n  value: {{packageName: {package}, version: 1.0.0}}\n- type: olm.csv.metadata\n  value: {{displayName: \"{name} <&>\"}}\n",
+                "---\nschema: olm.bundle\npackage: {package}\nname: {name}\nimage: i\nproperties:\n- type: olm.bundle.object\n  value: {{data: {}}}\n- type: olm.package\n  value: {{packageName: {package}, version: 1.0.0}}\n- type: olm.csv.metadata\n  value: {{displayName: \"{name} <&>\u{e9}\", zeta: 1.50, alpha: [1e2]}}\n",
                 object(name)
             )
+        };
+        // The same documents as YAML, or as indented JSON.
+        let text = |yaml: String| match extension {
+            "yaml" => yaml,
+            _ => serde_yaml_ng::Deserializer::from_str(&yaml)
+                .map(|doc| {
+                    let value =
+                        <serde_json::Value as serde::Deserialize>::deserialize(doc).unwrap();
+                    serde_json::to_string_pretty(&value).unwrap() + "\n"
+                })
+                .collect(),
         };
         let dir = tempfile::tempdir().unwrap();
         let first = format!(
@@ -858,13 +981,15 @@ mod tests {
             bundle("a", "a.v1"),
             bundle("b", "b.v1")
         );
-        std::fs::write(dir.path().join("one.yaml"), first).unwrap();
-        std::fs::write(dir.path().join("two.yaml"), bundle("b", "b.v3")).unwrap();
+        let (one, two) = (format!("one.{extension}"), format!("two.{extension}"));
+        std::fs::write(dir.path().join(&one), text(first)).unwrap();
+        std::fs::write(dir.path().join(&two), text(bundle("b", "b.v3"))).unwrap();
         let limits = Limits::default();
         let mut whole = Catalog::load_dir(dir.path()).unwrap();
         whole.reencode_like_go(&limits).unwrap();
         let options = LoadOptions {
             drop_payloads: true,
+            payload_spans: spans,
             ..LoadOptions::default()
         };
         let mut lean = Catalog::load_dir_with(dir.path(), &options).unwrap();
@@ -872,21 +997,32 @@ mod tests {
         assert!(
             lean.bundles
                 .iter()
-                .all(|b| b.properties[0].value.get() == "null")
+                .all(|b| b.properties[0].value.get() == "null"),
+            "{case}"
+        );
+        let read_at_spans = lean
+            .payload_spans
+            .values()
+            .filter(|s| !s.incomplete && !s.spans.is_empty())
+            .count();
+        assert_eq!(
+            read_at_spans,
+            if spans && extension == "json" { 2 } else { 0 },
+            "{case}"
         );
         // Read when asked, and read ahead in write order: the same text.
         for ahead in [false, true] {
             let mut payloads = if ahead {
                 PayloadsFromFiles::reading_ahead(dir.path(), limits.clone(), &lean)
             } else {
-                PayloadsFromFiles::new(dir.path(), limits.clone())
+                PayloadsFromFiles::new(dir.path(), limits.clone(), &lean)
             };
             let mut text = Vec::new();
             write_filling(&lean, Format::Json, &mut text, &mut |b| payloads.fill(b)).unwrap();
             assert_eq!(
                 String::from_utf8(text).unwrap(),
                 to_string(&whole, Format::Json).unwrap(),
-                "read ahead: {ahead}"
+                "{case}, read ahead: {ahead}"
             );
         }
         // Asked out of that order, it reads directly, and still right.
@@ -898,24 +1034,40 @@ mod tests {
                 .iter()
                 .find(|b| b.name == bundle.name)
                 .unwrap();
-            assert_eq!(filled.properties, want.properties, "{}", bundle.name);
+            assert_eq!(
+                filled.properties, want.properties,
+                "{case}: {}",
+                bundle.name
+            );
         }
 
-        // A file that changed since the load is said to have changed.
-        std::fs::write(
-            dir.path().join("two.yaml"),
-            "---\nschema: olm.package\nname: c\n",
-        )
-        .unwrap();
-        let mut payloads = PayloadsFromFiles::new(dir.path(), limits);
-        let mut sink = Vec::new();
-        let error = write_filling(&lean, Format::Json, &mut sink, &mut |b| payloads.fill(b))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("b.v3") && error.contains("no longer holds"),
-            "{error}"
-        );
+        // A file that changed since the load is said to have changed: one
+        // that lost the bundle, and one whose payload changed in place.
+        let written = std::fs::read_to_string(dir.path().join(&two)).unwrap();
+        let in_place = written.replacen("b.v3 <&>", "b.v3 <!>", 1);
+        assert_ne!(in_place, written);
+        for changed in [
+            text("---\nschema: olm.package\nname: c\n".to_owned()),
+            in_place,
+        ] {
+            std::fs::write(dir.path().join(&two), changed).unwrap();
+            let mut payloads = PayloadsFromFiles::new(dir.path(), limits.clone(), &lean);
+            let mut sink = Vec::new();
+            let result = write_filling(&lean, Format::Json, &mut sink, &mut |b| payloads.fill(b));
+            let Err(error) = result.map_err(|e| e.to_string()) else {
+                // Loaded whole, a change to a payload alone is the file's
+                // text now: nothing says the bundle changed.
+                assert!(
+                    !(spans && extension == "json"),
+                    "{case}: a change went unnoticed"
+                );
+                continue;
+            };
+            assert!(
+                error.contains("b.v3") && error.contains("no longer holds"),
+                "{case}: {error}"
+            );
+        }
     }
 
     use super::*;

@@ -148,25 +148,30 @@ fn rendering_with_payloads_read_again_writes_the_same_text() {
         let limits = Limits::default();
         let mut whole = Catalog::load_dir(&path).unwrap();
         whole.reencode_like_go(&limits).unwrap();
-        let options = LoadOptions {
-            drop_payloads: true,
-            ..LoadOptions::default()
-        };
-        let mut lean = Catalog::load_dir_with(&path, &options).unwrap();
-        lean.reencode_like_go(&limits).unwrap();
-        for format in [Format::Json, Format::Yaml] {
-            let mut payloads = if format == Format::Json {
-                render::PayloadsFromFiles::reading_ahead(&path, limits.clone(), &lean)
-            } else {
-                render::PayloadsFromFiles::new(&path, limits.clone())
+        // Payloads read back at the places the load noted, or by loading
+        // their files again.
+        for payload_spans in [true, false] {
+            let options = LoadOptions {
+                drop_payloads: true,
+                payload_spans,
+                ..LoadOptions::default()
             };
-            let mut text = Vec::new();
-            render::write_filling(&lean, format, &mut text, &mut |b| payloads.fill(b)).unwrap();
-            let want = render::to_string(&whole, format).unwrap();
-            assert!(
-                String::from_utf8(text).unwrap() == want,
-                "{name}: {format:?} differs"
-            );
+            let mut lean = Catalog::load_dir_with(&path, &options).unwrap();
+            lean.reencode_like_go(&limits).unwrap();
+            for format in [Format::Json, Format::Yaml] {
+                let mut payloads = if format == Format::Json {
+                    render::PayloadsFromFiles::reading_ahead(&path, limits.clone(), &lean)
+                } else {
+                    render::PayloadsFromFiles::new(&path, limits.clone(), &lean)
+                };
+                let mut text = Vec::new();
+                render::write_filling(&lean, format, &mut text, &mut |b| payloads.fill(b)).unwrap();
+                let want = render::to_string(&whole, format).unwrap();
+                assert!(
+                    String::from_utf8(text).unwrap() == want,
+                    "{name}: {format:?} differs, spans noted: {payload_spans}"
+                );
+            }
         }
     }
 }

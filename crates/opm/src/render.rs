@@ -6,7 +6,7 @@ use std::{io::Write as _, path::Path, process::ExitCode};
 use anyhow::{Context as _, bail};
 use olm_catalog::{
     bundle::{LoadBundleOptions, Payload, RegistryBundle, sort_related_images},
-    fbc::{Bundle, Catalog, LoadOptions},
+    fbc::{Bundle, Catalog, LoadOptions, PayloadChecks},
     render::{self, Format},
 };
 
@@ -195,13 +195,16 @@ fn render_catalog_dir(
         render::write(&catalog, format, out)?;
         return Ok(());
     }
-    // Each bundle's payloads are read again, whole, as it is written.
+    // Each bundle's payloads are read again as it is written; the bundle
+    // objects are checked first, as upstream refuses a catalog for one.
     let options = LoadOptions {
         drop_payloads: true,
-        skip_payload_checks: true,
+        payload_checks: PayloadChecks::BundleObjects,
+        payload_spans: true,
         ..LoadOptions::default()
     };
     let mut catalog = Catalog::load_dir_with(dir, &options)?;
+    render::check_dropped_bundle_objects(&catalog)?;
     catalog.reencode_like_go(&options.limits)?;
     normalise_bundles(&mut catalog);
     let mut payloads =
@@ -434,6 +437,8 @@ mod tests {
                         .contains("read bundle objects: package \"a\", bundle \"a.v1\""),
                     "{data}, whole up to {whole_bytes}: {err:#}"
                 );
+                // Refused before anything is written, as upstream refuses it.
+                assert!(out.is_empty(), "{data}, whole up to {whole_bytes}");
             }
         }
     }
