@@ -20,6 +20,7 @@ use std::{
     sync::Arc,
 };
 
+use olm_api::go_text::write_json_string;
 use serde::{Serialize, Serializer, ser::SerializeMap};
 use serde_json::value::RawValue;
 
@@ -238,15 +239,12 @@ fn push_group<'a>(docs: &mut Vec<Doc<'a>>, group: Group<'a>) {
     docs.extend(group.deprecations.into_iter().map(Doc::Deprecation));
 }
 
-/// Gives a bundle loaded without its payloads back with them.
-type Fill<'f> = &'f mut dyn FnMut(&Bundle) -> Result<Bundle, RenderError>;
-
 fn write_docs(
     docs: &[Doc<'_>],
     format: Format,
     out: &mut dyn Write,
     path: &str,
-    mut fill: Option<Fill<'_>>,
+    mut payloads: Option<&mut PayloadsFromFiles>,
 ) -> Result<(), RenderError> {
     let io_error = |source| RenderError::Io {
         path: path.to_owned(),
@@ -257,9 +255,20 @@ fn write_docs(
     let mut compact = Vec::new();
     let mut text = String::new();
     for doc in docs {
-        match (doc, fill.as_mut()) {
-            (Doc::Bundle(lean), Some(fill)) => {
-                Doc::Bundle(&fill(lean)?).compact_json(&mut compact)?
+        match (doc, payloads.as_deref_mut(), format) {
+            (Doc::Bundle(lean), Some(payloads), Format::Json) => {
+                // Written straight in Go's indentation: the payloads, most of
+                // the text, are not copied into a bundle and read again.
+                let values = payloads.values(lean)?;
+                text.clear();
+                write_bundle_json(lean, &values, &mut text);
+                escape_line_separators_in(&mut text);
+                text.push('\n');
+                out.write_all(text.as_bytes()).map_err(io_error)?;
+                continue;
+            }
+            (Doc::Bundle(lean), Some(payloads), _) => {
+                Doc::Bundle(&payloads.fill(lean)?).compact_json(&mut compact)?
             }
             _ => doc.compact_json(&mut compact)?,
         }
@@ -271,7 +280,7 @@ fn write_docs(
         match format {
             Format::Json => {
                 text.clear();
-                go_indent_into(json, "    ", &mut text);
+                go_indent_into(json, INDENT, &mut text);
                 text.push('\n');
                 out.write_all(text.as_bytes()).map_err(io_error)?;
             }
@@ -292,6 +301,141 @@ fn write_docs(
     Ok(())
 }
 
+/// The indentation of rendered JSON, as `opm` writes it.
+const INDENT: &str = "    ";
+
+/// [`escape_line_separators`] of text held as a string.
+fn escape_line_separators_in(text: &mut String) {
+    if text.contains('\u{2028}') || text.contains('\u{2029}') {
+        *text = text
+            .replace('\u{2028}', "\\u2028")
+            .replace('\u{2029}', "\\u2029");
+    }
+}
+
+/// Writes `bundle` as [`write_docs`] writes it as JSON (compact JSON from
+/// its serializer, indented as Go indents), field by field: the values of
+/// its payload properties (`olm.bundle.object`, `olm.csv.metadata`) are
+/// taken from `payloads`, in order, as compact JSON.
+fn write_bundle_json(bundle: &Bundle, payloads: &[Box<str>], out: &mut String) {
+    let mut payloads = payloads.iter();
+    let mut doc = GoObject::open(out, 0);
+    doc.string("schema", SCHEMA_BUNDLE);
+    if !bundle.name.is_empty() {
+        doc.string("name", &bundle.name);
+    }
+    if !bundle.package.is_empty() {
+        doc.string("package", &bundle.package);
+    }
+    doc.string("image", &bundle.image);
+    if !bundle.properties.is_empty() {
+        let depth = doc.key("properties");
+        go_array(doc.out, depth, &bundle.properties, |out, depth, p| {
+            let mut property = GoObject::open(out, depth);
+            property.string("type", &p.type_);
+            let value = match is_payload(p) {
+                true => payloads.next().map_or("null", |v| v),
+                false => p.value.get(),
+            };
+            property.raw("value", value);
+            for (key, value) in &p.extra {
+                property.raw(key, value.get());
+            }
+            property.close();
+        });
+    }
+    if !bundle.related_images.is_empty() {
+        let depth = doc.key("relatedImages");
+        go_array(doc.out, depth, &bundle.related_images, |out, depth, r| {
+            let mut image = GoObject::open(out, depth);
+            image.string("name", &r.name);
+            image.string("image", &r.image);
+            for (key, value) in r.extra.iter() {
+                image.raw(key, value.get());
+            }
+            image.close();
+        });
+    }
+    for (key, value) in bundle.extra.iter() {
+        doc.raw(key, value.get());
+    }
+    doc.close();
+}
+
+/// An object being written in Go's indentation, at `depth`.
+struct GoObject<'o> {
+    out: &'o mut String,
+    depth: usize,
+    empty: bool,
+}
+
+impl<'o> GoObject<'o> {
+    fn open(out: &'o mut String, depth: usize) -> Self {
+        out.push('{');
+        Self {
+            out,
+            depth,
+            empty: true,
+        }
+    }
+
+    /// Writes the key of the next field; its value is at the depth given.
+    fn key(&mut self, key: &str) -> usize {
+        self.out.push_str(if self.empty { "\n" } else { ",\n" });
+        self.empty = false;
+        push_indent(self.out, self.depth + 1);
+        write_json_string(self.out, key, false);
+        self.out.push_str(": ");
+        self.depth + 1
+    }
+
+    fn string(&mut self, key: &str, value: &str) {
+        self.key(key);
+        write_json_string(self.out, value, false);
+    }
+
+    /// A field whose value is JSON text, indented here.
+    fn raw(&mut self, key: &str, json: &str) {
+        let depth = self.key(key);
+        go_indent_at(json, INDENT, depth, self.out);
+    }
+
+    fn close(self) {
+        if !self.empty {
+            self.out.push('\n');
+            push_indent(self.out, self.depth);
+        }
+        self.out.push('}');
+    }
+}
+
+/// Writes a non-empty array at `depth` in Go's indentation, each item by
+/// `item` at the depth it is given.
+fn go_array<T>(
+    out: &mut String,
+    depth: usize,
+    items: &[T],
+    mut item: impl FnMut(&mut String, usize, &T),
+) {
+    out.push('[');
+    for (i, value) in items.iter().enumerate() {
+        out.push_str(if i == 0 { "\n" } else { ",\n" });
+        push_indent(out, depth + 1);
+        item(out, depth + 1, value);
+    }
+    if !items.is_empty() {
+        out.push('\n');
+        push_indent(out, depth);
+    }
+    out.push(']');
+}
+
+fn push_indent(out: &mut String, depth: usize) {
+    for _ in 0..depth {
+        out.push_str(INDENT);
+    }
+}
+
 /// Writes the whole catalog to `out`.
 pub fn write(catalog: &Catalog, format: Format, out: &mut dyn Write) -> Result<(), RenderError> {
     write_docs(&documents(catalog), format, out, "output", None)
@@ -299,16 +443,16 @@ pub fn write(catalog: &Catalog, format: Format, out: &mut dyn Write) -> Result<(
 
 /// Writes a catalog loaded with its payloads left out
 /// ([`crate::fbc::LoadOptions::drop_payloads`]), each bundle with its
-/// payloads given back by `fill` as it is written (see
-/// [`PayloadsFromFiles`]): the same text as [`write`] of the whole
-/// catalog, holding one bundle's payloads at a time rather than all.
+/// payloads read back by `payloads` as it is written: the same text as
+/// [`write`] of the whole catalog, holding one bundle's payloads at a time
+/// rather than all.
 pub fn write_filling(
     catalog: &Catalog,
     format: Format,
     out: &mut dyn Write,
-    fill: &mut dyn FnMut(&Bundle) -> Result<Bundle, RenderError>,
+    payloads: &mut PayloadsFromFiles,
 ) -> Result<(), RenderError> {
-    write_docs(&documents(catalog), format, out, "output", Some(fill))
+    write_docs(&documents(catalog), format, out, "output", Some(payloads))
 }
 
 /// The bundles of one file of the catalog at `root`, re-encoded as
@@ -338,18 +482,20 @@ fn load_values(
     file: &str,
     spans: &FileSpans,
     limits: &Limits,
-) -> Result<BTreeMap<usize, Vec<Box<RawValue>>>, String> {
+) -> Result<BTreeMap<usize, Vec<Box<str>>>, String> {
     let bytes = Catalog::file_bytes_in(root, file, limits).map_err(|e| e.to_string())?;
     if bytes.len() != spans.file_bytes {
         return Err(CHANGED.to_owned());
     }
-    let mut values: BTreeMap<usize, Vec<Box<RawValue>>> = BTreeMap::new();
+    let mut values: BTreeMap<usize, Vec<Box<str>>> = BTreeMap::new();
     for span in &spans.spans {
         let value = span.value_in(&bytes).ok_or(CHANGED)?;
         let text = crate::go_json::reencode(value, false, limits.max_nesting_depth)
             .map_err(|e| format!("properties[{}].value: {e}", span.property))?;
-        let value = RawValue::from_string(text).map_err(|e| e.to_string())?;
-        values.entry(span.document).or_default().push(value);
+        values
+            .entry(span.document)
+            .or_default()
+            .push(text.into_boxed_str());
     }
     Ok(values)
 }
@@ -435,8 +581,9 @@ pub struct PayloadsFromFiles {
 enum FilePayloads {
     /// Its bundles, loaded whole, by document index.
     Bundles(BTreeMap<usize, Bundle>),
-    /// Each bundle's payload values, by document index, in property order.
-    Values(BTreeMap<usize, Vec<Box<RawValue>>>),
+    /// Each bundle's payload values, by document index, in property order,
+    /// as compact JSON.
+    Values(BTreeMap<usize, Vec<Box<str>>>),
 }
 
 /// One file read again: its name and its payloads, or why it could not be
@@ -524,9 +671,30 @@ impl PayloadsFromFiles {
     ///
     /// # Errors
     ///
+    /// As [`PayloadsFromFiles::values`].
+    pub fn fill(&mut self, lean: &Bundle) -> Result<Bundle, RenderError> {
+        let mut values = self.values(lean)?.into_iter();
+        let mut filled = lean.clone();
+        for property in filled.properties.iter_mut().filter(|p| is_payload(p)) {
+            let value = values.next().unwrap_or_default();
+            property.value =
+                RawValue::from_string(value.into()).map_err(|e| RenderError::Convert {
+                    document: format!("olm.bundle {:?} ({})", lean.name, lean.origin),
+                    message: e.to_string(),
+                })?;
+        }
+        Ok(filled)
+    }
+
+    /// The values of `lean`'s payload properties read again, in property
+    /// order, as compact JSON re-encoded as [`Catalog::reencode_like_go`]
+    /// does.
+    ///
+    /// # Errors
+    ///
     /// When the file cannot be read or re-encoded, or no longer holds the
     /// bundle as it was loaded.
-    pub fn fill(&mut self, lean: &Bundle) -> Result<Bundle, RenderError> {
+    pub fn values(&mut self, lean: &Bundle) -> Result<Vec<Box<str>>, RenderError> {
         let fail = |message: String| RenderError::Convert {
             document: format!("olm.bundle {:?} ({})", lean.name, lean.origin),
             message,
@@ -552,7 +720,7 @@ impl PayloadsFromFiles {
             self.payloads = loaded.map_err(fail)?;
             self.file = Some(lean.origin.file.clone());
         }
-        let values: Vec<Box<RawValue>> = match &mut self.payloads {
+        let values: Vec<Box<str>> = match &mut self.payloads {
             FilePayloads::Bundles(bundles) => bundles
                 .remove(&lean.origin.document)
                 .filter(|full| full.name == lean.name)
@@ -560,21 +728,16 @@ impl PayloadsFromFiles {
                 .properties
                 .into_iter()
                 .filter(is_payload)
-                .map(|p| p.value)
+                .map(|p| p.value.into())
                 .collect(),
             FilePayloads::Values(values) => {
                 values.remove(&lean.origin.document).unwrap_or_default()
             }
         };
-        let mut values = values.into_iter();
-        let mut filled = lean.clone();
-        for property in filled.properties.iter_mut().filter(|p| is_payload(p)) {
-            property.value = values.next().ok_or_else(|| fail(CHANGED.to_owned()))?;
-        }
-        if values.next().is_some() {
+        if values.len() != lean.properties.iter().filter(|p| is_payload(p)).count() {
             return Err(fail(CHANGED.to_owned()));
         }
-        Ok(filled)
+        Ok(values)
     }
 }
 
@@ -637,8 +800,14 @@ pub fn go_indent(json: &str, indent: &str) -> String {
 
 /// [`go_indent`], appending to `out`.
 pub fn go_indent_into(json: &str, indent: &str, out: &mut String) {
+    go_indent_at(json, indent, 0, out);
+}
+
+/// [`go_indent_into`] of a value that sits `depth` levels deep in the text
+/// being written.
+fn go_indent_at(json: &str, indent: &str, depth: usize, out: &mut String) {
     let bytes = json.as_bytes();
-    let mut depth = 0usize;
+    let mut depth = depth;
     let mut need_indent = false;
     let mut i = 0;
     let newline = |out: &mut String, depth: usize| {
@@ -1010,19 +1179,23 @@ mod tests {
             if spans && extension == "json" { 2 } else { 0 },
             "{case}"
         );
-        // Read when asked, and read ahead in write order: the same text.
-        for ahead in [false, true] {
+        // Read when asked, and read ahead in write order: the same text, in
+        // either format.
+        let ways = [false, true]
+            .into_iter()
+            .flat_map(|ahead| [(ahead, Format::Json), (ahead, Format::Yaml)]);
+        for (ahead, format) in ways {
             let mut payloads = if ahead {
                 PayloadsFromFiles::reading_ahead(dir.path(), limits.clone(), &lean)
             } else {
                 PayloadsFromFiles::new(dir.path(), limits.clone(), &lean)
             };
             let mut text = Vec::new();
-            write_filling(&lean, Format::Json, &mut text, &mut |b| payloads.fill(b)).unwrap();
+            write_filling(&lean, format, &mut text, &mut payloads).unwrap();
             assert_eq!(
                 String::from_utf8(text).unwrap(),
-                to_string(&whole, Format::Json).unwrap(),
-                "{case}, read ahead: {ahead}"
+                to_string(&whole, format).unwrap(),
+                "{case}, read ahead: {ahead}, {format:?}"
             );
         }
         // Asked out of that order, it reads directly, and still right.
@@ -1053,7 +1226,7 @@ mod tests {
             std::fs::write(dir.path().join(&two), changed).unwrap();
             let mut payloads = PayloadsFromFiles::new(dir.path(), limits.clone(), &lean);
             let mut sink = Vec::new();
-            let result = write_filling(&lean, Format::Json, &mut sink, &mut |b| payloads.fill(b));
+            let result = write_filling(&lean, Format::Json, &mut sink, &mut payloads);
             let Err(error) = result.map_err(|e| e.to_string()) else {
                 // Loaded whole, a change to a payload alone is the file's
                 // text now: nothing says the bundle changed.
@@ -1382,6 +1555,86 @@ data: {x: 1}
             proptest::prop_assert_eq!(read, description.as_str());
             proptest::prop_assert!(same_value(&docs[0]["properties"][0]["value"], &value));
             proptest::prop_assert!(same_value(&docs[1]["v"], &value));
+        }
+    }
+    /// A bundle with its payloads given apart, as a render that reads them
+    /// back writes it.
+    fn bundle_apart() -> impl proptest::strategy::Strategy<Value = (Bundle, Vec<Box<str>>)> {
+        use proptest::prelude::*;
+        let text = "[a-z<>&\"\\\\/\u{7f}\u{e9}\u{2028}\u{2029}\u{1F600}\u{0}-\u{1f}]{0,8}";
+        // Held as read: compact, or with spaces and newlines.
+        let raw = (crate::go_json::tests::json_value(), any::<bool>())
+            .prop_map(|(v, pretty)| {
+                let json = match pretty {
+                    true => serde_json::to_string_pretty(&v).unwrap(),
+                    false => v.to_string(),
+                };
+                RawValue::from_string(json).unwrap()
+            })
+            .boxed();
+        let extra = prop::collection::vec((text, raw.clone()), 0..3);
+        let kind = prop_oneof![
+            Just(crate::property::BUNDLE_OBJECT.to_owned()),
+            Just(crate::property::CSV_METADATA.to_owned()),
+            Just(crate::property::PACKAGE.to_owned()),
+            text,
+        ];
+        let property = (kind, raw.clone(), extra.clone()).prop_map(|(t, value, extra)| Property {
+            type_: t.to_string(),
+            value,
+            extra,
+        });
+        let image = (text, text, extra.clone()).prop_map(|(name, image, extra)| RelatedImage {
+            name,
+            image,
+            extra: ExtraFields(extra),
+        });
+        (
+            (text, text, text),
+            prop::collection::vec(property, 0..5),
+            prop::collection::vec(image, 0..3),
+            extra,
+        )
+            .prop_map(
+                |((name, package, image), properties, related_images, extra)| {
+                    let full = Bundle {
+                        name,
+                        package,
+                        image,
+                        properties,
+                        related_images,
+                        extra: ExtraFields(extra),
+                        origin: Default::default(),
+                    };
+                    let mut lean = full.clone();
+                    let mut payloads = Vec::new();
+                    for p in lean.properties.iter_mut().filter(|p| is_payload(p)) {
+                        let value = std::mem::replace(
+                            &mut p.value,
+                            RawValue::from_string("null".into()).unwrap(),
+                        );
+                        payloads.push(Box::<str>::from(value));
+                    }
+                    (lean, payloads)
+                },
+            )
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn bundles_written_field_by_field_match_the_serializer((lean, payloads) in bundle_apart()) {
+            let mut full = lean.clone();
+            let mut values = payloads.iter();
+            for p in full.properties.iter_mut().filter(|p| is_payload(p)) {
+                p.value = RawValue::from_string(values.next().unwrap().to_string()).unwrap();
+            }
+            let mut want = Vec::new();
+            write_docs(&[Doc::Bundle(&full)], Format::Json, &mut want, "test", None).unwrap();
+            let mut text = String::new();
+            write_bundle_json(&lean, &payloads, &mut text);
+            escape_line_separators_in(&mut text);
+            text.push('\n');
+            proptest::prop_assert_eq!(text, String::from_utf8(want).unwrap());
         }
     }
 }

@@ -165,7 +165,7 @@ fn rendering_with_payloads_read_again_writes_the_same_text() {
                     render::PayloadsFromFiles::new(&path, limits.clone(), &lean)
                 };
                 let mut text = Vec::new();
-                render::write_filling(&lean, format, &mut text, &mut |b| payloads.fill(b)).unwrap();
+                render::write_filling(&lean, format, &mut text, &mut payloads).unwrap();
                 let want = render::to_string(&whole, format).unwrap();
                 assert!(
                     String::from_utf8(text).unwrap() == want,

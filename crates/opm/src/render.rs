@@ -209,7 +209,7 @@ fn render_catalog_dir(
     normalise_bundles(&mut catalog);
     let mut payloads =
         render::PayloadsFromFiles::reading_ahead(dir, options.limits.clone(), &catalog);
-    render::write_filling(&catalog, format, out, &mut |bundle| payloads.fill(bundle))?;
+    render::write_filling(&catalog, format, out, &mut payloads)?;
     Ok(())
 }
 
