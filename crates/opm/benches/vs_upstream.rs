@@ -340,6 +340,7 @@ fn catalog(ours: &Path, upstream: &Path, inputs: &[Input], runs: usize) -> Vec<R
             "s",
         );
         let mut rss = Row::new("catalog", &input.name, "serve peak RSS", "MB");
+        let mut health = Row::new("catalog", &input.name, "Health Check median", "ms");
         let mut get_package = Row::new("catalog", &input.name, "GetPackage median", "ms");
         let mut get_bundle = Row::new("catalog", &input.name, "GetBundleForChannel median", "ms");
         let mut get_bundle_p90 = Row::new("catalog", &input.name, "GetBundleForChannel p90", "ms");
@@ -359,21 +360,23 @@ fn catalog(ours: &Path, upstream: &Path, inputs: &[Input], runs: usize) -> Vec<R
                     queries,
                 ));
                 println!(
-                    "  run {run} {who:<26} first answer {:>6.2} s, {:>6.0} MB, GetPackage {:.3} ms, GetBundleForChannel {:.3} ms (p90 {:.3})",
+                    "  run {run} {who:<26} first answer {:>6.2} s, {:>6.0} MB, Health {:.3} ms, GetPackage {:.3} ms, GetBundleForChannel {:.3} ms (p90 {:.3})",
                     m.first_answer_s,
                     m.peak_mb,
+                    m.health_ms,
                     m.get_package_ms,
                     m.get_bundle_ms,
                     m.get_bundle_p90_ms
                 );
                 first.push(who, m.first_answer_s);
                 rss.push(who, m.peak_mb);
+                health.push(who, m.health_ms);
                 get_package.push(who, m.get_package_ms);
                 get_bundle.push(who, m.get_bundle_ms);
                 get_bundle_p90.push(who, m.get_bundle_p90_ms);
             }
         }
-        rows.extend([first, rss, get_package, get_bundle, get_bundle_p90]);
+        rows.extend([first, rss, health, get_package, get_bundle, get_bundle_p90]);
     }
     rows
 }
@@ -381,6 +384,9 @@ fn catalog(ours: &Path, upstream: &Path, inputs: &[Input], runs: usize) -> Vec<R
 struct ServeFigures {
     first_answer_s: f64,
     peak_mb: f64,
+    /// The cheapest call either server answers: the fixed cost of a call
+    /// with this client on this machine, which bounds the other ratios.
+    health_ms: f64,
     get_package_ms: f64,
     get_bundle_ms: f64,
     get_bundle_p90_ms: f64,
@@ -435,6 +441,15 @@ async fn serve_once(
     };
     let first_answer_s = started.elapsed().as_secs_f64();
 
+    let mut health_times = Vec::new();
+    for _ in 0..queries {
+        let t = Instant::now();
+        assert!(
+            client.health_check("").await.unwrap(),
+            "the server is not serving"
+        );
+        health_times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
     let mut package_times = Vec::new();
     let mut channels = Vec::new();
     for name in packages.iter().cycle().take(queries.max(packages.len())) {
@@ -460,6 +475,7 @@ async fn serve_once(
     ServeFigures {
         first_answer_s,
         peak_mb: watched.peak_mb(),
+        health_ms: median(&health_times),
         get_package_ms: median(&package_times),
         get_bundle_ms: median(&bundle_times),
         get_bundle_p90_ms: p90,
