@@ -396,8 +396,6 @@ pub struct PayloadSpan {
     pub document: usize,
     /// The property's index in the document's `properties`.
     pub property: usize,
-    /// Whether it is an `olm.bundle.object` (or else `olm.csv.metadata`).
-    pub bundle_object: bool,
     /// The value's byte offset in the file.
     pub offset: usize,
     /// Its length in bytes.
@@ -857,7 +855,7 @@ impl SpanNotes {
     /// Notes a value left out, at its place in the file when it is a slice
     /// of the file's bytes (documents read as written; not those converted
     /// from YAML).
-    fn note(&mut self, document: usize, property: usize, type_: &str, value: &RawValue) {
+    fn note(&mut self, document: usize, property: usize, value: &RawValue) {
         let bytes = value.get().as_bytes();
         let within = self.file.start <= bytes.as_ptr()
             && bytes.as_ptr_range().end <= self.file.end
@@ -869,7 +867,6 @@ impl SpanNotes {
         self.spans.spans.push(PayloadSpan {
             document,
             property,
-            bundle_object: type_ == property::BUNDLE_OBJECT,
             offset: bytes.as_ptr() as usize - self.file.start as usize,
             len: bytes.len(),
             crc: crc32fast::hash(bytes),
@@ -1125,7 +1122,7 @@ fn read_properties(
         let payload = type_ == property::BUNDLE_OBJECT || type_ == property::CSV_METADATA;
         let value = if notes.payloads != Payloads::Keep && payload && of_bundle {
             if let Some(spans) = notes.spans.as_deref_mut() {
-                spans.note(origin.document, i, &type_, value);
+                spans.note(origin.document, i, value);
             }
             if notes.payloads.checks(&type_)
                 && let Err(error) = check_payload(&type_, value, notes.nesting)
@@ -1996,20 +1993,17 @@ payload: {a: [1, 2]}
         let spans = &lean.payload_spans["foo/catalog.json"];
         assert_eq!(spans.file_bytes, json.len());
         assert!(!spans.incomplete);
-        let found: Vec<(usize, usize, bool, &str)> = spans
+        let found: Vec<(usize, usize, &str)> = spans
             .spans
             .iter()
-            .map(|s| {
-                let value = s.value_in(json.as_bytes()).unwrap();
-                (s.document, s.property, s.bundle_object, value)
-            })
+            .map(|s| (s.document, s.property, s.value_in(json.as_bytes()).unwrap()))
             .collect();
         let bundle = whole.bundles.iter().find(|b| b.name == "foo.v1").unwrap();
         assert_eq!(
             found,
             [
-                (1, 1, true, bundle.properties[1].value.get()),
-                (1, 2, false, bundle.properties[2].value.get()),
+                (1, 1, bundle.properties[1].value.get()),
+                (1, 2, bundle.properties[2].value.get()),
             ]
         );
         // Converted from YAML: no span, and the file says so.
