@@ -2017,6 +2017,24 @@ payload: {a: [1, 2]}
         let mut changed = json.clone().into_bytes();
         changed[span.offset + 5] ^= 1;
         assert!(span.value_in(&changed).is_none());
+        // Offsets count from the file's first byte, a byte order mark
+        // included.
+        let marked = format!("\u{feff}{json}");
+        let lean =
+            Catalog::load_files([("foo/catalog.json", marked.as_bytes())], &options).unwrap();
+        let spans = &lean.payload_spans["foo/catalog.json"];
+        let values: Vec<&str> = spans
+            .spans
+            .iter()
+            .map(|s| s.value_in(marked.as_bytes()).unwrap())
+            .collect();
+        assert_eq!(
+            values,
+            [
+                bundle.properties[1].value.get(),
+                bundle.properties[2].value.get()
+            ]
+        );
         // Without asking, none are noted.
         let unnoted = Catalog::load_files(
             files.map(|(p, t)| (p, t.as_bytes())),
