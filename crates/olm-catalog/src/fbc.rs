@@ -1119,7 +1119,7 @@ fn read_properties(
             .ok_or_else(|| {
                 at_with(origin, || format!("{}.value", path()))(invalid("property has no value"))
             })?;
-        let payload = type_ == property::BUNDLE_OBJECT || type_ == property::CSV_METADATA;
+        let payload = property::is_payload(&type_);
         let value = if notes.payloads != Payloads::Keep && payload && of_bundle {
             if let Some(spans) = notes.spans.as_deref_mut() {
                 spans.note(origin.document, i, value);

@@ -52,6 +52,13 @@ pub const BUNDLE_OBJECT: &str = "olm.bundle.object";
 /// `olm.channel`: upstream's internal channel property (not for public use).
 pub const CHANNEL: &str = "olm.channel";
 
+/// Whether a property of type `type_` is one of a bundle's payloads
+/// (`olm.bundle.object`, `olm.csv.metadata`): most of a catalog's bytes,
+/// and nothing resolution reads.
+pub fn is_payload(type_: &str) -> bool {
+    type_ == BUNDLE_OBJECT || type_ == CSV_METADATA
+}
+
 /// One property: a type and a JSON value, kept as written.
 #[derive(Debug, Clone)]
 pub struct Property {

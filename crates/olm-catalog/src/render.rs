@@ -516,16 +516,22 @@ pub fn check_bundle_objects<'a>(
 ) -> Result<(), RenderError> {
     for b in bundles {
         if let Some((i, err)) = b.undecodable_objects().next() {
-            return Err(RenderError::Convert {
-                document: format!("olm.bundle {:?} ({})", b.name, b.origin),
-                message: format!(
-                    "read bundle objects: package {:?}, bundle {:?}: property at index {i}: {err}",
-                    b.package, b.name
-                ),
-            });
+            return Err(undecodable_object(b, i, &err));
         }
     }
     Ok(())
+}
+
+/// Upstream's words for bundle `b`'s property `index`, an
+/// `olm.bundle.object` that does not decode, as `error` says.
+fn undecodable_object(b: &Bundle, index: usize, error: &str) -> RenderError {
+    RenderError::Convert {
+        document: format!("olm.bundle {:?} ({})", b.name, b.origin),
+        message: format!(
+            "read bundle objects: package {:?}, bundle {:?}: property at index {index}: {error}",
+            b.package, b.name
+        ),
+    }
 }
 
 /// Refuses a catalog loaded without its payloads (checking its bundle
@@ -543,15 +549,17 @@ pub fn check_dropped_bundle_objects(catalog: &Catalog) -> Result<(), RenderError
     else {
         return Ok(());
     };
-    let bundle = catalog.bundles.iter().find(|b| b.origin == problem.origin);
-    let (package, name) = bundle.map_or(("", ""), |b| (b.package.as_str(), b.name.as_str()));
-    Err(RenderError::Convert {
-        document: format!("olm.bundle {name:?} ({})", problem.origin),
-        message: format!(
-            "read bundle objects: package {package:?}, bundle {name:?}: property at index {}: {}",
-            problem.property, problem.error
-        ),
-    })
+    // Problems are noted only on bundles' properties.
+    let unknown = Bundle {
+        origin: problem.origin.clone(),
+        ..Bundle::default()
+    };
+    let bundle = catalog
+        .bundles
+        .iter()
+        .find(|b| b.origin == problem.origin)
+        .unwrap_or(&unknown);
+    Err(undecodable_object(bundle, problem.property, &problem.error))
 }
 
 /// Gives bundles of a catalog directory loaded without payloads their
@@ -743,7 +751,7 @@ impl PayloadsFromFiles {
 
 /// Whether a property is one whose value a load may leave out.
 fn is_payload(p: &Property) -> bool {
-    p.type_ == crate::property::BUNDLE_OBJECT || p.type_ == crate::property::CSV_METADATA
+    crate::property::is_payload(&p.type_)
 }
 
 /// The whole catalog as a string.

@@ -171,7 +171,7 @@ impl BundleData {
         let mut package_seen = false;
         for (type_, json) in properties {
             // The large payload properties never matter to resolution.
-            if type_ == property::BUNDLE_OBJECT || type_ == property::CSV_METADATA {
+            if property::is_payload(type_) {
                 continue;
             }
             let raw = match RawProperty::new(interner.intern(type_), json) {
@@ -415,9 +415,7 @@ impl CatalogSnapshot {
                     properties: bundle
                         .properties
                         .iter()
-                        .filter(|p| {
-                            p.type_ != property::BUNDLE_OBJECT && p.type_ != property::CSV_METADATA
-                        })
+                        .filter(|p| !property::is_payload(&p.type_))
                         .map(|p| (p.type_.clone(), p.value.get().to_owned()))
                         .collect(),
                 });

@@ -235,10 +235,7 @@ pub(crate) fn normalise_bundles(catalog: &mut Catalog) {
     for bundle in &mut catalog.bundles {
         let (mut others, objects): (Vec<_>, Vec<_>) = std::mem::take(&mut bundle.properties)
             .into_iter()
-            .partition(|p| {
-                p.type_ != olm_catalog::property::BUNDLE_OBJECT
-                    && p.type_ != olm_catalog::property::CSV_METADATA
-            });
+            .partition(|p| !olm_catalog::property::is_payload(&p.type_));
         others.extend(objects);
         bundle.properties = others;
         sort_related_images(&mut bundle.related_images);

@@ -475,7 +475,7 @@ impl RegistryBundle {
         let objects = self
             .properties
             .iter()
-            .filter(|p| p.type_ == property::BUNDLE_OBJECT || p.type_ == property::CSV_METADATA);
+            .filter(|p| property::is_payload(&p.type_));
         match payload {
             // Upstream only migrates bundles that have an image.
             Payload::CsvMetadata if !image.is_empty() => {
