@@ -162,24 +162,31 @@ impl Doc<'_> {
     /// fields as strings, raw values (property values, unknown fields,
     /// documents of other schemas) as they are, since Go only compacts a
     /// `json.RawMessage`.
-    fn compact_json(&self, buffer: &mut Vec<u8>) -> Result<(), RenderError> {
+    fn compact_json(&self, buffer: &mut String) -> Result<(), RenderError> {
         buffer.clear();
+        let convert = |message: String| RenderError::Convert {
+            document: self.describe(),
+            message,
+        };
+        let mut bytes = std::mem::take(buffer).into_bytes();
         let result = match self {
-            Self::Package(p) => serde_json::to_writer(&mut *buffer, p),
-            Self::Channel(c) => serde_json::to_writer(&mut *buffer, c),
-            Self::Bundle(b) => serde_json::to_writer(&mut *buffer, b),
-            Self::Deprecation(d) => serde_json::to_writer(&mut *buffer, d),
+            Self::Package(p) => serde_json::to_writer(&mut bytes, p),
+            Self::Channel(c) => serde_json::to_writer(&mut bytes, c),
+            Self::Bundle(b) => serde_json::to_writer(&mut bytes, b),
+            Self::Deprecation(d) => serde_json::to_writer(&mut bytes, d),
             Self::Meta(m) => {
-                buffer.extend_from_slice(m.blob.get().as_bytes());
-                return Ok(());
+                bytes.extend_from_slice(m.blob.get().as_bytes());
+                Ok(())
             }
         };
-        result
-            .map(|()| escape_line_separators(buffer))
-            .map_err(|e| RenderError::Convert {
-                document: self.describe(),
-                message: e.to_string(),
-            })
+        result.map_err(|e| convert(e.to_string()))?;
+        // Both serde_json and the raw values held write only UTF-8.
+        *buffer = String::from_utf8(bytes).map_err(|e| convert(e.to_string()))?;
+        // A document of another schema is a raw value, kept as it is.
+        if !matches!(self, Self::Meta(_)) {
+            escape_line_separators(buffer);
+        }
+        Ok(())
     }
 }
 
@@ -193,32 +200,15 @@ impl Doc<'_> {
 /// values here hold none, as they were re-encoded by
 /// [`Catalog::reencode_like_go`] or built by [`crate::go_json`], which
 /// writes them escaped.
-fn escape_line_separators(json: &mut Vec<u8>) {
-    const LINE: &[u8] = "\u{2028}".as_bytes();
-    const PARAGRAPH: &[u8] = "\u{2029}".as_bytes();
+fn escape_line_separators(json: &mut String) {
     // Both start with the bytes E2 80 (as do other characters, kept as
     // they are): look no further in text without them.
-    if memchr::memmem::find(json, &LINE[..2]).is_none() {
+    if memchr::memmem::find(json.as_bytes(), b"\xe2\x80").is_none() {
         return;
     }
-    let mut out = Vec::with_capacity(json.len() + 8);
-    let mut rest = json.as_slice();
-    while let Some(at) = memchr::memmem::find(rest, &LINE[..2]) {
-        out.extend_from_slice(&rest[..at]);
-        let tail = &rest[at..];
-        if tail.starts_with(LINE) {
-            out.extend_from_slice(b"\\u2028");
-            rest = &tail[LINE.len()..];
-        } else if tail.starts_with(PARAGRAPH) {
-            out.extend_from_slice(b"\\u2029");
-            rest = &tail[PARAGRAPH.len()..];
-        } else {
-            out.extend_from_slice(&tail[..2]);
-            rest = &tail[2..];
-        }
-    }
-    out.extend_from_slice(rest);
-    *json = out;
+    *json = json
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029");
 }
 
 fn documents(catalog: &Catalog) -> Vec<Doc<'_>> {
@@ -252,7 +242,7 @@ fn write_docs(
     };
     let limits = Limits::default();
     // One document's compact and indented text, their buffers used again.
-    let mut compact = Vec::new();
+    let mut compact = String::new();
     let mut text = String::new();
     for doc in docs {
         match (doc, payloads.as_deref_mut(), format) {
@@ -262,7 +252,7 @@ fn write_docs(
                 let values = payloads.values(lean)?;
                 text.clear();
                 write_bundle_json(lean, &values, &mut text);
-                escape_line_separators_in(&mut text);
+                escape_line_separators(&mut text);
                 text.push('\n');
                 out.write_all(text.as_bytes()).map_err(io_error)?;
                 continue;
@@ -272,11 +262,7 @@ fn write_docs(
             }
             _ => doc.compact_json(&mut compact)?,
         }
-        // Both serde_json and the raw values held write only UTF-8.
-        let json = std::str::from_utf8(&compact).map_err(|e| RenderError::Convert {
-            document: doc.describe(),
-            message: e.to_string(),
-        })?;
+        let json = compact.as_str();
         match format {
             Format::Json => {
                 text.clear();
@@ -303,15 +289,6 @@ fn write_docs(
 
 /// The indentation of rendered JSON, as `opm` writes it.
 const INDENT: &str = "    ";
-
-/// [`escape_line_separators`] of text held as a string.
-fn escape_line_separators_in(text: &mut String) {
-    if text.contains('\u{2028}') || text.contains('\u{2029}') {
-        *text = text
-            .replace('\u{2028}', "\\u2028")
-            .replace('\u{2029}', "\\u2029");
-    }
-}
 
 /// Writes `bundle` as [`write_docs`] writes it as JSON (compact JSON from
 /// its serializer, indented as Go indents), field by field: the values of
@@ -1316,9 +1293,9 @@ data: {x: 1}
             ),
         ];
         for (text, expected) in cases {
-            let mut json = text.as_bytes().to_vec();
+            let mut json = text.to_owned();
             escape_line_separators(&mut json);
-            assert_eq!(String::from_utf8(json).unwrap(), expected, "{text:?}");
+            assert_eq!(json, expected, "{text:?}");
         }
     }
 
@@ -1640,7 +1617,7 @@ data: {x: 1}
             write_docs(&[Doc::Bundle(&full)], Format::Json, &mut want, "test", None).unwrap();
             let mut text = String::new();
             write_bundle_json(&lean, &payloads, &mut text);
-            escape_line_separators_in(&mut text);
+            escape_line_separators(&mut text);
             text.push('\n');
             proptest::prop_assert_eq!(text, String::from_utf8(want).unwrap());
         }
