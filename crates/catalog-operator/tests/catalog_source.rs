@@ -1108,7 +1108,7 @@ mod pods {
 
     /// A pod described in a few words: `name`, its role (`serving` or
     /// `update`), spec hash, and what it is (`ready`, `broken`,
-    /// `deleting`, `evicted`, `digest=...`).
+    /// `deleting`, `evicted`, `digest=...`, `created=...`, `promoted=...`).
     fn pod(name: &str, role: &str, hash: &str, traits: &[&str]) -> Pod {
         let label = match role {
             "serving" => "olm.catalogSource",
@@ -1137,13 +1137,20 @@ mod pods {
                     .as_array_mut()
                     .unwrap()
                     .push(serde_json::json!({"type": "DisruptionTarget", "status": "True"})),
-                digest => {
-                    let digest = digest.strip_prefix("digest=").unwrap();
-                    value["metadata"]["annotations"]["olm.catalog-operator/image-digest"] =
-                        digest.into();
-                    value["spec"]["containers"][0]["image"] =
-                        format!("quay.io/org/catalog@{digest}").into();
-                }
+                other => match other.split_once('=').unwrap() {
+                    ("created", at) => value["metadata"]["creationTimestamp"] = at.into(),
+                    ("promoted", at) => {
+                        value["metadata"]["annotations"]["olm.catalog-operator/promoted-at"] =
+                            at.into();
+                    }
+                    ("digest", digest) => {
+                        value["metadata"]["annotations"]["olm.catalog-operator/image-digest"] =
+                            digest.into();
+                        value["spec"]["containers"][0]["image"] =
+                            format!("quay.io/org/catalog@{digest}").into();
+                    }
+                    (trait_, _) => panic!("no pod trait {trait_}"),
+                },
             }
         }
         serde_json::from_value(value).unwrap()
@@ -1319,6 +1326,78 @@ mod pods {
                     "",
                 ),
                 false,
+            ),
+            polled(
+                case(
+                    "two serve, one promoted after the other was created: the promoted one stays, \
+                     and the poll starts from its digest",
+                    vec![
+                        pod(
+                            "old",
+                            "serving",
+                            "h1",
+                            &["ready", d, "created=2026-11-22T10:00:00Z"],
+                        ),
+                        pod(
+                            "new",
+                            "serving",
+                            "h1",
+                            &[
+                                "ready",
+                                "digest=sha256:bb",
+                                "created=2026-11-22T09:59:00Z",
+                                "promoted=2026-11-22T10:00:00.5Z",
+                            ],
+                        ),
+                    ],
+                    vec![],
+                    "delete old/1 poll from sha256:bb",
+                ),
+                true,
+            ),
+            polled(
+                case(
+                    "two serve, neither promoted: the one created last stays",
+                    vec![
+                        pod(
+                            "b",
+                            "serving",
+                            "h1",
+                            &["ready", "digest=sha256:bb", "created=2026-11-22T10:00:01Z"],
+                        ),
+                        pod(
+                            "a",
+                            "serving",
+                            "h1",
+                            &["ready", d, "created=2026-11-22T10:00:00Z"],
+                        ),
+                    ],
+                    vec![],
+                    "delete a/1 poll from sha256:bb",
+                ),
+                true,
+            ),
+            polled(
+                case(
+                    "two serve, created in the same second: the name decides, whatever the order seen",
+                    vec![
+                        pod(
+                            "a",
+                            "serving",
+                            "h1",
+                            &["ready", d, "created=2026-11-22T10:00:00Z"],
+                        ),
+                        pod(
+                            "b",
+                            "serving",
+                            "h1",
+                            &["ready", "digest=sha256:bb", "created=2026-11-22T10:00:00Z"],
+                        ),
+                    ],
+                    vec![],
+                    "delete a/1 poll from sha256:bb",
+                ),
+                true,
             ),
             polled(
                 case(

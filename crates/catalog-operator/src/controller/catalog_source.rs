@@ -140,7 +140,17 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
                 .connections
                 .probe(&namespace, &name, &address, context.config.registry_timeout)
                 .await;
-            if let Some(error) = &probe.error {
+            let connection = sync_rules::connected(
+                &mut status,
+                Probe {
+                    address: address.clone(),
+                    state: probe.state,
+                    settled: context.snapshots.settled(&namespace, &name),
+                },
+                now,
+            );
+            // Said once when the connection changes, not at every recheck.
+            if let Some(error) = probe.error.as_deref().filter(|_| connection.changed) {
                 tracing::debug!(
                     catalog = key(catalog),
                     address,
@@ -149,15 +159,6 @@ async fn sync(catalog: &CatalogSource, context: &Context) -> Result<Action, Erro
                     "registry not ready"
                 );
             }
-            let connection = sync_rules::connected(
-                &mut status,
-                Probe {
-                    address,
-                    state: probe.state,
-                    settled: context.snapshots.settled(&namespace, &name),
-                },
-                now,
-            );
             context
                 .metrics
                 .catalog_ready(&namespace, &name, connection.ready);
@@ -470,6 +471,9 @@ async fn run_registry(
     }
     observed.checks = &checks;
     let plan = pods::plan(&observed);
+    if !plan.actions.is_empty() {
+        tracing::debug!(catalog = key(catalog), actions = ?plan.actions, "registry pods");
+    }
 
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let mut pending = plan.pending;
@@ -498,10 +502,15 @@ async fn run_registry(
                 if let Some(content) = passed {
                     context.guard.promoted(catalog, content);
                 }
-                let patch = serde_json::json!({"metadata": {"labels": {
-                    labels::CATALOG_SOURCE: name,
-                    labels::CATALOG_SOURCE_UPDATE: null,
-                }}});
+                let patch = serde_json::json!({"metadata": {
+                    "labels": {
+                        labels::CATALOG_SOURCE: name,
+                        labels::CATALOG_SOURCE_UPDATE: null,
+                    },
+                    "annotations": {
+                        decide::PROMOTED_AT_ANNOTATION: Timestamp::now().to_string(),
+                    },
+                }});
                 pod_api
                     .patch(update, &PatchParams::default(), &Patch::Merge(&patch))
                     .await

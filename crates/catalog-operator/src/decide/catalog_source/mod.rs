@@ -698,6 +698,12 @@ pub fn jitter(delay: SignedDuration, unit: f64) -> SignedDuration {
 /// The annotation on a registry pod recording the image digest it serves.
 pub const IMAGE_DIGEST_ANNOTATION: &str = "olm.catalog-operator/image-digest";
 
+/// The annotation on a promoted update pod recording when it began to
+/// serve (RFC 3339, to the nanosecond): of several pods serving one spec,
+/// the one promoted last is kept ([`pods::plan`]). A pod created to serve
+/// has its creation time instead.
+pub const PROMOTED_AT_ANNOTATION: &str = "olm.catalog-operator/promoted-at";
+
 /// `image` pinned to `digest`: its tag (and any digest) replaced by
 /// `@digest`, so the pod runs exactly the content that was polled.
 pub fn pinned_image(image: &str, digest: &str) -> String {

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use olm_api::{catalog_source::CatalogSourceConditionReason, labels};
 use olm_oci::policy::RegistryRule;
 
-use super::{IMAGE_DIGEST_ANNOTATION, PollSchedule, pod_broken, pod_ready};
+use super::{IMAGE_DIGEST_ANNOTATION, PROMOTED_AT_ANNOTATION, PollSchedule, pod_broken, pod_ready};
 use crate::decide::promotion::{self, Refusal};
 
 /// The grace period of a registry pod that is replaced or outdated.
@@ -162,13 +162,31 @@ pub fn to_check<'a>(observed: &RegistryPods<'a>) -> Vec<&'a Pod> {
         .collect()
 }
 
+/// Since when `pod` serves: when it was promoted, or else when it was
+/// created.
+fn serving_since(pod: &Pod) -> Option<jiff::Timestamp> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROMOTED_AT_ANNOTATION))
+        .and_then(|at| at.parse().ok())
+        .or_else(|| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
 /// Decides what to do about the registry pods.
 pub fn plan(observed: &RegistryPods<'_>) -> PodPlan {
     let wanted = spec_hash(observed.desired);
-    let (current, stale): (Vec<&Pod>, Vec<&Pod>) =
+    let (mut current, stale): (Vec<&Pod>, Vec<&Pod>) =
         observed.serving.iter().copied().partition(|p| {
             !terminating(p) && !disrupted(p) && spec_hash(p).is_some() && spec_hash(p) == wanted
         });
+    // Several pods serve the current spec when a promotion is seen half
+    // done (the cache has the relabelled pod but not yet the old one's
+    // deletion), or was cut short between the two. The one that began to
+    // serve last stays; polling from the others' digest would start their
+    // successor's content again, and leaving them would serve two contents.
+    current.sort_by_key(|p| std::cmp::Reverse((serving_since(p), p.metadata.name.as_deref())));
+    let surplus = current.split_off(current.len().min(1));
     let serving_digest = current.iter().find_map(|p| {
         p.metadata
             .annotations
@@ -193,6 +211,9 @@ pub fn plan(observed: &RegistryPods<'_>) -> PodPlan {
         name: name(pod),
         grace,
     };
+    for extra in surplus {
+        plan.actions.push(delete(extra, GRACE_SECONDS));
+    }
 
     // A ready update pod with the current spec takes over from the serving
     // pods (once the guard agrees, for a guarded catalog); a broken or
