@@ -1,7 +1,8 @@
 //! CatalogSources end to end: address catalogs connect, image catalogs get
 //! their registry objects, bad specs and missing ConfigMaps are reported,
 //! image templates resolve from the cluster version, polled catalogs switch
-//! content, and the promotion guard holds back content outside the policy.
+//! content (and recover from a switch cut short), and the promotion guard
+//! holds back content outside the policy.
 
 use std::time::Duration;
 
@@ -395,15 +396,55 @@ async fn push_catalog(client: &olm_oci::Client, reference: &str, content: &str) 
 }
 
 /// The name of the one live registry pod of `catalog`, if it runs the
-/// image pinned to `digest`.
+/// image pinned to `digest`; else every pod of the catalog as it stands.
 async fn serving_pod(pods: &Api<Pod>, catalog: &str, digest: &str) -> Result<String, String> {
     match try_live_images(pods, &format!("olm.catalogSource={catalog}"))
         .await?
         .as_slice()
     {
         [(name, image)] if image.ends_with(&format!("@{digest}")) => Ok(name.clone()),
-        other => Err(format!("serving {other:?}, want @{digest}")),
+        _ => Err(format!(
+            "want one pod serving @{digest}; the pods: {}",
+            pods_as_they_stand(pods).await
+        )),
     }
+}
+
+/// Every pod in the namespace in a few words (labels, image, node, phase,
+/// readiness, deletion), for a wait that timed out.
+async fn pods_as_they_stand(pods: &Api<Pod>) -> String {
+    let list = match pods.list(&ListParams::default()).await {
+        Ok(list) => list,
+        Err(error) => return format!("cannot list them: {error}"),
+    };
+    let words: Vec<String> = list
+        .items
+        .iter()
+        .map(|p| {
+            let status = p.status.clone().unwrap_or_default();
+            let ready = status
+                .conditions
+                .unwrap_or_default()
+                .iter()
+                .find(|c| c.type_ == "Ready")
+                .map_or("-".to_owned(), |c| c.status.clone());
+            let spec = p.spec.clone().unwrap_or_default();
+            format!(
+                "{} labels={:?} image={} node={} phase={} ready={} deleting={}",
+                p.metadata.name.as_deref().unwrap_or_default(),
+                p.metadata.labels.clone().unwrap_or_default(),
+                spec.containers
+                    .first()
+                    .and_then(|c| c.image.clone())
+                    .unwrap_or_default(),
+                spec.node_name.unwrap_or_default(),
+                status.phase.unwrap_or_default(),
+                ready,
+                p.metadata.deletion_timestamp.is_some(),
+            )
+        })
+        .collect();
+    format!("[{}]", words.join("; "))
 }
 
 #[tokio::test]
@@ -478,6 +519,83 @@ async fn a_polled_catalog_switches_to_new_content_by_digest() {
             .iter()
             .all(|p| p.metadata.deletion_timestamp.is_some()),
         "no update pod left"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_promotion_cut_short_leaves_one_pod_serving() {
+    init_logs();
+    olm_crds_installed().await;
+    let plane = olm_testkit::control_plane();
+    let ns = plane.namespace("catsrc-cut").await;
+    let client = plane.client().await;
+    let registry = olm_testkit::registry::Registry::start().unwrap();
+    let host = registry.host();
+    let oci =
+        olm_oci::Client::new(olm_oci::ClientOptions::default().plain_http(host.clone())).unwrap();
+    let image = format!("{host}/olm/catalog:latest");
+    let first = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"a"}"#).await;
+    let insecure = host.clone();
+    let operator =
+        RunningOperator::start_with(ns.name(), move |c| c.insecure_registries = vec![insecure])
+            .await;
+    let api: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
+    api.create(
+        &PostParams::default(),
+        &catalog(
+            "cut",
+            serde_json::json!({"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "1s"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    let first_pod = eventually("a pod pinned to the first digest", WAIT, || {
+        serving_pod(&pods, "cut", &first)
+    })
+    .await;
+
+    // What an operator stopped between relabelling a ready update pod and
+    // deleting the old one leaves: two pods serving one spec, the newer on
+    // new content and marked promoted.
+    let second = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"b"}"#).await;
+    let mut promoted = pods.get(&first_pod).await.unwrap();
+    promoted.metadata = kube::api::ObjectMeta {
+        name: Some(format!("{first_pod}-promoted")),
+        labels: promoted.metadata.labels.take(),
+        annotations: promoted.metadata.annotations.take(),
+        ..Default::default()
+    };
+    promoted.status = None;
+    let annotations = promoted
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.insert("olm.catalog-operator/image-digest".into(), second.clone());
+    annotations.insert(
+        "olm.catalog-operator/promoted-at".into(),
+        jiff::Timestamp::now().to_string(),
+    );
+    let container = &mut promoted.spec.as_mut().unwrap().containers[0];
+    container.image = Some(container.image.take().unwrap().replace(&first, &second));
+    pods.create(&PostParams::default(), &promoted)
+        .await
+        .unwrap();
+
+    // The promoted pod stays, the old one goes, and no update pod starts
+    // the content that already serves.
+    let kept = eventually("one pod serving the second digest", WAIT, || {
+        serving_pod(&pods, "cut", &second)
+    })
+    .await;
+    assert_eq!(kept, format!("{first_pod}-promoted"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(serving_pod(&pods, "cut", &second).await.unwrap(), kept);
+    assert_eq!(
+        live_images(&pods, "catalogsource.operators.coreos.com/update=cut").await,
+        vec![],
+        "no update pod started"
     );
     operator.stop().await;
 }
@@ -682,7 +800,15 @@ async fn a_guarded_catalog_keeps_serving_when_new_content_leaves_the_policy() {
     })
     .await;
     assert_ne!(third_pod, first_pod);
-    let (status, reason, message) = promotion_condition(&api, "guarded").await.unwrap();
+    // The pass that promotes the pod writes the condition after relabelling
+    // it, so the pod can be seen switched a moment before the status is.
+    let (status, reason, message) = eventually("the guard clears", WAIT, || async {
+        match promotion_condition(&api, "guarded").await? {
+            cleared if cleared.0 == "False" => Ok(cleared),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("False", "ContentPromoted")
