@@ -444,7 +444,34 @@ async fn pods_as_they_stand(pods: &Api<Pod>) -> String {
             )
         })
         .collect();
-    format!("[{}]", words.join("; "))
+    format!("[{}]; {}", words.join("; "), fake_node_as_it_stands().await)
+}
+
+/// kwok's node in a few words (Ready, taints): why pods would not be
+/// scheduled or made ready.
+async fn fake_node_as_it_stands() -> String {
+    let client = olm_testkit::control_plane().client().await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+    match nodes.get(olm_testkit::KWOK_NODE_NAME).await {
+        Ok(node) => {
+            let ready = node
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.type_ == "Ready")
+                .map_or("-".to_owned(), |c| format!("{} ({:?})", c.status, c.reason));
+            let taints: Vec<String> = node
+                .spec
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| format!("{}:{}", t.key, t.effect))
+                .collect();
+            format!("node ready={ready} taints={taints:?}")
+        }
+        Err(error) => format!("node: {error}"),
+    }
 }
 
 #[tokio::test]
