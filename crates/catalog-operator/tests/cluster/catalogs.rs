@@ -474,36 +474,73 @@ async fn fake_node_as_it_stands() -> String {
     }
 }
 
+/// A polled image catalog (`interval: 1s`) on a loopback registry, with
+/// its first content pushed and the controllers running for its namespace.
+struct PolledCatalog {
+    operator: RunningOperator,
+    api: Api<CatalogSource>,
+    pods: Api<Pod>,
+    oci: olm_oci::Client,
+    /// The catalog image's tag.
+    image: String,
+    /// The digest of the first content.
+    first: String,
+    _registry: olm_testkit::registry::Registry,
+    _ns: olm_testkit::TestNamespace,
+}
+
+impl PolledCatalog {
+    async fn start(prefix: &str, name: &str) -> Self {
+        init_logs();
+        olm_crds_installed().await;
+        let plane = olm_testkit::control_plane();
+        let ns = plane.namespace(prefix).await;
+        let client = plane.client().await;
+        let registry = olm_testkit::registry::Registry::start().unwrap();
+        let host = registry.host();
+        let oci = olm_oci::Client::new(olm_oci::ClientOptions::default().plain_http(host.clone()))
+            .unwrap();
+        let image = format!("{host}/olm/catalog:latest");
+        let first = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"a"}"#).await;
+        let operator =
+            RunningOperator::start_with(ns.name(), move |c| c.insecure_registries = vec![host])
+                .await;
+        let api: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
+        api.create(
+            &PostParams::default(),
+            &catalog(
+                name,
+                serde_json::json!({"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "1s"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+        Self {
+            operator,
+            api,
+            pods: Api::namespaced(client, ns.name()),
+            oci,
+            image,
+            first,
+            _registry: registry,
+            _ns: ns,
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_polled_catalog_switches_to_new_content_by_digest() {
-    init_logs();
-    olm_crds_installed().await;
-    let plane = olm_testkit::control_plane();
-    let ns = plane.namespace("catsrc-poll").await;
-    let client = plane.client().await;
-    let registry = olm_testkit::registry::Registry::start().unwrap();
-    let host = registry.host();
-    let oci =
-        olm_oci::Client::new(olm_oci::ClientOptions::default().plain_http(host.clone())).unwrap();
-    let image = format!("{host}/olm/catalog:latest");
-    let first = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"a"}"#).await;
-
-    let insecure = host.clone();
-    let operator =
-        RunningOperator::start_with(ns.name(), move |c| c.insecure_registries = vec![insecure])
-            .await;
-    let api: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
-    api.create(
-        &PostParams::default(),
-        &catalog(
-            "polled",
-            serde_json::json!({"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "1s"}}}),
-        ),
-    )
-    .await
-    .unwrap();
-
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    let PolledCatalog {
+        operator,
+        api,
+        pods,
+        oci,
+        image,
+        first,
+        // Bound, so that the registry and the namespace live to the end.
+        _registry,
+        _ns,
+    } = PolledCatalog::start("catsrc-poll", "polled").await;
     let serving = |digest: String| {
         let pods = pods.clone();
         async move { serving_pod(&pods, "polled", &digest).await }
@@ -552,32 +589,17 @@ async fn a_polled_catalog_switches_to_new_content_by_digest() {
 
 #[tokio::test]
 async fn a_promotion_cut_short_leaves_one_pod_serving() {
-    init_logs();
-    olm_crds_installed().await;
-    let plane = olm_testkit::control_plane();
-    let ns = plane.namespace("catsrc-cut").await;
-    let client = plane.client().await;
-    let registry = olm_testkit::registry::Registry::start().unwrap();
-    let host = registry.host();
-    let oci =
-        olm_oci::Client::new(olm_oci::ClientOptions::default().plain_http(host.clone())).unwrap();
-    let image = format!("{host}/olm/catalog:latest");
-    let first = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"a"}"#).await;
-    let insecure = host.clone();
-    let operator =
-        RunningOperator::start_with(ns.name(), move |c| c.insecure_registries = vec![insecure])
-            .await;
-    let api: Api<CatalogSource> = Api::namespaced(client.clone(), ns.name());
-    api.create(
-        &PostParams::default(),
-        &catalog(
-            "cut",
-            serde_json::json!({"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "1s"}}}),
-        ),
-    )
-    .await
-    .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    let PolledCatalog {
+        operator,
+        api: _,
+        pods,
+        oci,
+        image,
+        first,
+        // Bound, so that the registry and the namespace live to the end.
+        _registry,
+        _ns,
+    } = PolledCatalog::start("catsrc-cut", "cut").await;
     let first_pod = eventually("a pod pinned to the first digest", WAIT, || {
         serving_pod(&pods, "cut", &first)
     })
