@@ -1041,6 +1041,24 @@ pub async fn install_plans(client: &kube::Client, namespace: &str) -> Vec<Value>
     list
 }
 
+/// [`install_plans`] once there is at least one and every one is
+/// `Complete`. A Subscription reaches `AtLatestKnown` (and its CSV may
+/// succeed) as soon as the CSV exists; the plan is `Complete` only once all
+/// its steps are, which can take one more pass (a new CRD not yet
+/// Established when the CSV was created).
+pub async fn install_plans_complete(client: &kube::Client, namespace: &str) -> Vec<Value> {
+    crate::eventually("every InstallPlan Complete", WAIT, || async {
+        let plans = install_plans(client, namespace).await;
+        let phases: Vec<&Value> = plans.iter().map(|p| &p["status"]["phase"]).collect();
+        if !plans.is_empty() && phases.iter().all(|phase| *phase == "Complete") {
+            Ok(plans)
+        } else {
+            Err(format!("phases {phases:?}"))
+        }
+    })
+    .await
+}
+
 /// The CSV names of every InstallPlan, oldest generation first.
 pub async fn planned_csvs(client: &kube::Client, namespace: &str) -> Vec<Vec<String>> {
     install_plans(client, namespace)

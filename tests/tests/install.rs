@@ -85,10 +85,9 @@ async fn a_subscription_installs_an_operator_from_a_bundle_image() {
     })
     .await;
     assert_eq!(sub["installedCSV"], "gadgets.v1.0.0");
-    let list = plans.list(&Default::default()).await.unwrap();
-    assert_eq!(list.items.len(), 1);
-    let status = serde_json::to_value(list.items[0].status.clone().unwrap()).unwrap();
-    assert_eq!(status["phase"], "Complete");
+    let list = olm_e2e::harness::install_plans_complete(&client, &namespace).await;
+    assert_eq!(list.len(), 1);
+    let status = &list[0]["status"];
     assert!(
         status
             .get("bundleLookups")

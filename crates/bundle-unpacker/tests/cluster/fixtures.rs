@@ -156,7 +156,9 @@ pub(crate) enum Stored {
 pub(crate) async fn wait_stored(client: &Client, namespace: &str, image: &str) -> Stored {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let name = unpacked::config_map_name(image);
-    eventually(&format!("configmap of {image}"), WAIT, || {
+    // The ConfigMap found is the one read: a failure record can be deleted
+    // by a retry at any moment, so a second read could miss it.
+    let cm = eventually(&format!("configmap of {image}"), WAIT, || {
         let api = api.clone();
         let name = name.clone();
         async move {
@@ -167,7 +169,6 @@ pub(crate) async fn wait_stored(client: &Client, namespace: &str, image: &str) -
         }
     })
     .await;
-    let cm = api.get(&name).await.unwrap();
     read(cm)
 }
 

@@ -95,6 +95,15 @@ async fn a_pending_lookup_becomes_a_config_map_owned_by_its_catalog() {
         (owner.kind.as_str(), owner.name.as_str(), owner.controller),
         ("CatalogSource", "fixture-catalog", Some(false))
     );
+    // Counted once the ConfigMap's create is answered, a moment after the
+    // ConfigMap can be seen.
+    eventually("the unpack counted", WAIT, || async {
+        match unpacker.metrics.count(SUCCEEDED) {
+            0 => Err("not yet".to_owned()),
+            n => Ok(n),
+        }
+    })
+    .await;
     assert_eq!(unpacker.metrics.count(SUCCEEDED), 1);
     assert!(
         unpacker
@@ -529,6 +538,14 @@ async fn two_replicas_share_the_work_queue_without_double_work() {
         };
     }
     let total = |f: &dyn Fn(&RunningUnpacker) -> u64| replicas.iter().map(f).sum::<u64>();
+    // The last unpack is counted once its ConfigMap's create is answered.
+    eventually("every unpack counted", WAIT, || async {
+        match total(&|r| r.metrics.count(SUCCEEDED)) {
+            n if n >= images.len() as u64 => Ok(()),
+            n => Err(format!("{n} of {}", images.len())),
+        }
+    })
+    .await;
     assert_eq!(total(&|r| r.metrics.count(SUCCEEDED)), images.len() as u64);
     assert_eq!(total(&|r| r.metrics.count(DUPLICATE)), 0);
     assert_eq!(

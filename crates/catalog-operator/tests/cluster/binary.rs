@@ -12,7 +12,7 @@ use olm_api::{csv::ClusterServiceVersion, install_plan::InstallPlan, subscriptio
 use serde_json::json;
 
 use crate::{
-    eventually, init_logs, managing_group, olm_crds_installed,
+    eventually, init_logs, managing_group, olm_crds_installed, plans_complete,
     subscriptions::{serve_widgets, subscribe, widgets_catalog},
 };
 
@@ -93,10 +93,8 @@ async fn the_binary_installs_and_survives_sigkill_without_duplicates() {
         },
     )
     .await;
-    let list = plans.list(&Default::default()).await.unwrap();
-    assert_eq!(list.items.len(), 1, "one InstallPlan, not one per start");
-    let phase = list.items[0].status.as_ref().map(|s| s.phase.to_string());
-    assert_eq!(phase.as_deref(), Some("Complete"));
+    let list = plans_complete(&plans).await;
+    assert_eq!(list.len(), 1, "one InstallPlan, not one per start");
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns.name());
     assert_eq!(csvs.list(&Default::default()).await.unwrap().items.len(), 1);
     drop(second);

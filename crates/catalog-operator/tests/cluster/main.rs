@@ -118,6 +118,41 @@ impl Drop for RunningOperator {
     }
 }
 
+/// The InstallPlans `plans` lists, once there is at least one and every
+/// one is `Complete`. A Subscription is `AtLatestKnown` as soon as its CSV
+/// exists; its plan is `Complete` only once every step is, which can take
+/// one more pass (a new CRD not yet Established when the CSV was created).
+pub(crate) async fn plans_complete(
+    plans: &kube::Api<olm_api::install_plan::InstallPlan>,
+) -> Vec<olm_api::install_plan::InstallPlan> {
+    eventually(
+        "every InstallPlan Complete",
+        Duration::from_secs(60),
+        || async {
+            let list = plans
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let phases: Vec<String> = list
+                .items
+                .iter()
+                .map(|p| {
+                    p.status
+                        .as_ref()
+                        .map(|s| s.phase.to_string())
+                        .unwrap_or_default()
+                })
+                .collect();
+            if !phases.is_empty() && phases.iter().all(|phase| phase == "Complete") {
+                Ok(list.items)
+            } else {
+                Err(format!("phases {phases:?}"))
+            }
+        },
+    )
+    .await
+}
+
 /// Creates the OperatorGroup `name` in `namespace` with `spec`, and writes
 /// the status olm-operator would give it (it does not run in these tests):
 /// `status.namespaces` (so the group manages its targets) and, for a

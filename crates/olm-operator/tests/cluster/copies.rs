@@ -145,10 +145,25 @@ async fn copies_follow_the_groups_target_namespaces() {
             .and_then(|r| r.cluster_role_selectors)
             .unwrap_or_default();
         assert_eq!(selectors.len(), 1, "one provided api");
-        let per_api = Api::<ClusterRole>::all(client.clone())
-            .get(&format!("{crd}-v1-admin"))
-            .await
-            .unwrap();
+        // The per-API roles are ensured by the pass after the one that
+        // wrote Succeeded, as upstream does: wait for them.
+        let cluster_roles = Api::<ClusterRole>::all(client.clone());
+        let role = |suffix: &'static str| {
+            let cluster_roles = cluster_roles.clone();
+            let name = format!("{crd}-v1-{suffix}");
+            async move {
+                cluster_roles
+                    .get_opt(&name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("no {name} yet"))
+            }
+        };
+        let per_api = eventually("the per-API ClusterRoles", PHASE_DEADLINE, || async {
+            role("crdview").await?;
+            role("admin").await
+        })
+        .await;
         let label = selectors[0]
             .match_labels
             .clone()
@@ -167,10 +182,6 @@ async fn copies_follow_the_groups_target_namespaces() {
                 .map(String::as_str),
             Some("true")
         );
-        Api::<ClusterRole>::all(client.clone())
-            .get(&format!("{crd}-v1-crdview"))
-            .await
-            .unwrap();
 
         // A new target gets a copy; a copy is not written again while its
         // parent does not change.

@@ -98,13 +98,19 @@ async fn import_errors_appear_are_retried_and_clear() {
         json!({"kind": "DockerImage", "name": "registry.redhat.io/ubi9/ruby-33:latest"})
     );
     assert_eq!(retry.data["spec"]["images"][0]["to"]["name"], "1.0");
-    let exposition = service.registry.encode().unwrap();
-    assert!(
-        exposition.contains(
-            r#"openshift_samples_retry_imagestream_import_total{imagestreamname="fixture-ruby"} 1"#
-        ),
-        "{exposition}"
-    );
+    // Counted once the create is answered, a moment after the import can
+    // be seen.
+    let series =
+        r#"openshift_samples_retry_imagestream_import_total{imagestreamname="fixture-ruby"} 1"#;
+    eventually("the retry counted", WAIT, || async {
+        let exposition = service.registry.encode().unwrap();
+        if exposition.contains(series) {
+            Ok(())
+        } else {
+            Err(exposition)
+        }
+    })
+    .await;
 
     // A later successful import clears the ConfigMap and the condition.
     let imported = json!({"status": {"tags": [{"tag": "1.0", "items": [{
