@@ -598,7 +598,7 @@ async fn a_promotion_cut_short_leaves_one_pod_serving() {
         first,
         // Bound, so that the registry and the namespace live to the end.
         _registry,
-        _ns,
+        _ns: ns,
     } = PolledCatalog::start("catsrc-cut", "cut").await;
     let first_pod = eventually("a pod pinned to the first digest", WAIT, || {
         serving_pod(&pods, "cut", &first)
@@ -607,7 +607,9 @@ async fn a_promotion_cut_short_leaves_one_pod_serving() {
 
     // What an operator stopped between relabelling a ready update pod and
     // deleting the old one leaves: two pods serving one spec, the newer on
-    // new content and marked promoted.
+    // new content and marked promoted. Made with the operator stopped, so
+    // that no poll sees the new content first.
+    operator.stop().await;
     let second = push_catalog(&oci, &image, r#"{"schema":"olm.package","name":"b"}"#).await;
     let mut promoted = pods.get(&first_pod).await.unwrap();
     promoted.metadata = kube::api::ObjectMeta {
@@ -631,6 +633,9 @@ async fn a_promotion_cut_short_leaves_one_pod_serving() {
     pods.create(&PostParams::default(), &promoted)
         .await
         .unwrap();
+    let host = image.split('/').next().unwrap().to_owned();
+    let operator =
+        RunningOperator::start_with(ns.name(), move |c| c.insecure_registries = vec![host]).await;
 
     // The promoted pod stays, the old one goes, and no update pod starts
     // the content that already serves.
