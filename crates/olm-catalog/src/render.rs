@@ -493,20 +493,26 @@ pub fn check_bundle_objects<'a>(
 ) -> Result<(), RenderError> {
     for b in bundles {
         if let Some((i, err)) = b.undecodable_objects().next() {
-            return Err(undecodable_object(b, i, &err));
+            return Err(undecodable_object(&b.origin, &b.package, &b.name, i, &err));
         }
     }
     Ok(())
 }
 
-/// Upstream's words for bundle `b`'s property `index`, an
-/// `olm.bundle.object` that does not decode, as `error` says.
-fn undecodable_object(b: &Bundle, index: usize, error: &str) -> RenderError {
+/// Upstream's words for property `index` of bundle `name` of `package`
+/// (read from `origin`), an `olm.bundle.object` that does not decode, as
+/// `error` says.
+fn undecodable_object(
+    origin: &crate::location::Origin,
+    package: &str,
+    name: &str,
+    index: usize,
+    error: &str,
+) -> RenderError {
     RenderError::Convert {
-        document: format!("olm.bundle {:?} ({})", b.name, b.origin),
+        document: format!("olm.bundle {name:?} ({origin})"),
         message: format!(
-            "read bundle objects: package {:?}, bundle {:?}: property at index {index}: {error}",
-            b.package, b.name
+            "read bundle objects: package {package:?}, bundle {name:?}: property at index {index}: {error}"
         ),
     }
 }
@@ -526,17 +532,15 @@ pub fn check_dropped_bundle_objects(catalog: &Catalog) -> Result<(), RenderError
     else {
         return Ok(());
     };
-    // Problems are noted only on bundles' properties.
-    let unknown = Bundle {
-        origin: problem.origin.clone(),
-        ..Bundle::default()
-    };
-    let bundle = catalog
-        .bundles
-        .iter()
-        .find(|b| b.origin == problem.origin)
-        .unwrap_or(&unknown);
-    Err(undecodable_object(bundle, problem.property, &problem.error))
+    let bundle = catalog.bundles.iter().find(|b| b.origin == problem.origin);
+    let (package, name) = bundle.map_or(("", ""), |b| (b.package.as_str(), b.name.as_str()));
+    Err(undecodable_object(
+        &problem.origin,
+        package,
+        name,
+        problem.property,
+        &problem.error,
+    ))
 }
 
 /// Gives bundles of a catalog directory loaded without payloads their

@@ -471,7 +471,12 @@ async fn run_registry(
     }
     observed.checks = &checks;
     let plan = pods::plan(&observed);
-    if !plan.actions.is_empty() {
+    // `Served` alone is repeated every pass of a guarded catalog: not news.
+    if plan
+        .actions
+        .iter()
+        .any(|a| !matches!(a, PodAction::Served(_)))
+    {
         tracing::debug!(catalog = key(catalog), actions = ?plan.actions, "registry pods");
     }
 
