@@ -500,7 +500,13 @@ async fn preview_pulls_a_private_bundle_with_the_catalogs_pull_secret() {
         if code == 0 && report["decision"] == "Resolved" {
             Ok((report, err))
         } else {
-            Err(format!("exit {code}: {out}{err}"))
+            // Why the catalog is not READY, if it is not.
+            let status = catalogs
+                .get_status("gadgets-catalog")
+                .await
+                .map(|c| serde_json::to_string(&c.status).unwrap_or_default())
+                .unwrap_or_else(|e| e.to_string());
+            Err(format!("exit {code}: {out}{err}; catalog status: {status}"))
         }
     };
 
